@@ -1,0 +1,11 @@
+// tessera: the command-line face of the library (info, demo; more to come).
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: AIGC inference operators and runtime for CPUs with AVX-512 and AMX"};
+  app.require_subcommand(1);
+  tessera::app::add_info_command(app);
+  tessera::app::add_demo_command(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

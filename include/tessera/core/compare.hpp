@@ -1,0 +1,42 @@
+#pragma once
+// Comparing a result with its reference: the numbers the tests and
+// `tessera verify` report, and the per-dtype tolerances — kept here, in one
+// place, so that every check in the project means the same thing.
+#include <cstdint>
+#include <string>
+
+#include "tessera/core/tensor.hpp"
+
+namespace tessera {
+
+struct Tolerance {
+  double atol;        // absolute error allowed
+  double rtol;        // error allowed relative to |reference|
+  double min_cosine;  // cosine similarity of result and reference, at least
+};
+
+// The tolerance for results stored as `dtype`. `reduction` is the length of
+// the longest sum behind each element (K of a matmul, the row of a norm):
+// rounding error grows with it, roughly as its square root.
+//   f32:  atol 1e-5 * sqrt(reduction), rtol 1e-5 — a few f32 ulps.
+//   f16:  atol 2e-3 * sqrt(reduction), rtol 2e-3 — 2 ulps of f16 (2^-10 relative spacing).
+//   bf16: atol 1e-2 * sqrt(reduction), rtol 1e-2 — 2 ulps of bf16 (2^-7 relative spacing).
+Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);
+
+struct Comparison {
+  std::int64_t count = 0;           // elements compared
+  std::int64_t mismatches = 0;      // elements outside atol + rtol * |ref|, or NaN/Inf disagreeing
+  double max_abs_error = 0.0;
+  double max_rel_error = 0.0;       // |got - ref| / max(|ref|, 1e-6), finite elements
+  double cosine = 1.0;              // of the finite elements
+  std::int64_t nan_got = 0, nan_ref = 0, inf_got = 0, inf_ref = 0;
+  std::int64_t first_mismatch = -1; // flat index
+
+  bool passes(const Tolerance& tol) const { return mismatches == 0 && cosine >= tol.min_cosine; }
+  std::string to_string() const;
+};
+
+// Element-wise comparison of two tensors of the same shape (any dtypes, any strides).
+Result<Comparison> compare(const Tensor& got, const Tensor& ref, const Tolerance& tol);
+
+}  // namespace tessera

@@ -1,0 +1,28 @@
+#pragma once
+// Softmax over the last dim of x [..., Sq, Skv]: y = softmax(scale * x + mask).
+// causal: query row i (of Sq) sees key columns j <= i + (Skv - Sq), as in
+// attention over a KV cache whose last Sq entries are the queries. A row with
+// no visible finite logit (fully masked) gives zeros, not NaN; a NaN logit
+// makes its row's visible outputs NaN.
+#include <optional>
+
+#include "tessera/ops/plan.hpp"
+#include "tessera/runtime/context.hpp"
+
+namespace tessera::ops {
+
+struct SoftmaxAttrs {
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+struct Softmax {
+  // Inputs {x} or {x, mask}; mask is additive and broadcasts (numpy rules) to x's shape.
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& mask,
+                              const TensorDesc& y, const SoftmaxAttrs& attrs = {});
+};
+
+Status softmax(Stream& stream, const Tensor& x, const Tensor& y, const SoftmaxAttrs& attrs = {});
+Status softmax(Stream& stream, const Tensor& x, const Tensor& mask, const Tensor& y, const SoftmaxAttrs& attrs = {});
+
+}  // namespace tessera::ops

@@ -1,0 +1,43 @@
+#pragma once
+// One element at a time, any dtype, as f32: for the reference kernels and
+// the comparison of results, where clarity beats speed.
+#include <cstdint>
+
+#include "tessera/core/dtype.hpp"
+
+namespace tessera::detail {
+
+inline float load(const void* base, DType t, std::int64_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(base)[i];
+    case DType::bf16: return bf16_to_f32(static_cast<const bf16_t*>(base)[i]);
+    case DType::f16: return f16_to_f32(static_cast<const f16_t*>(base)[i]);
+    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
+    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::i32: return float(static_cast<const std::int32_t*>(base)[i]);
+    case DType::i64: return float(static_cast<const std::int64_t*>(base)[i]);
+    case DType::i4: {
+      const std::uint8_t byte = static_cast<const std::uint8_t*>(base)[i >> 1];
+      const int nibble = (i & 1) ? byte >> 4 : byte & 0xf;
+      return float(nibble >= 8 ? nibble - 16 : nibble);
+    }
+  }
+  return 0.0f;
+}
+
+// Float types only: the ops that store through this check dtypes in plan().
+inline void store(void* base, DType t, std::int64_t i, float v) {
+  switch (t) {
+    case DType::f32: static_cast<float*>(base)[i] = v; break;
+    case DType::bf16: static_cast<bf16_t*>(base)[i] = f32_to_bf16(v); break;
+    case DType::f16: static_cast<f16_t*>(base)[i] = f32_to_f16(v); break;
+    default: break;
+  }
+}
+
+// Index tensors are i32 or i64 (checked in plan()).
+inline std::int64_t load_index(const void* base, DType t, std::int64_t i) {
+  return t == DType::i32 ? static_cast<const std::int32_t*>(base)[i] : static_cast<const std::int64_t*>(base)[i];
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,25 @@
+#include "kernels/binary.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+bool unit_or_broadcast(std::int64_t s) { return s == 0 || s == 1; }
+bool vector_friendly(const BinaryProblem& p) {
+  return is_floating(p.a) && is_floating(p.b) && is_floating(p.y) && unit_or_broadcast(p.a_stride) &&
+         unit_or_broadcast(p.b_stride) && p.y_stride == 1;
+}
+ElementwiseTiling tiling(const BinaryProblem& p, const hw::Info& hw) {
+  return elementwise_tiling(p.n, storage_bytes(p.a) + storage_bytes(p.b) + storage_bytes(p.y), hw);
+}
+}  // namespace
+
+std::span<const KernelRow<BinaryFamily>> rows(BinaryFamily) {
+  static const KernelRow<BinaryFamily> kRows[] = {
+      {"binary_avx512", hw::Isa::avx512, vector_friendly, tiling, avx512::binary},
+      {"binary_avx2", hw::Isa::avx2, vector_friendly, tiling, avx2::binary},
+      {"binary_ref", hw::Isa::scalar, supports_all, tiling, ref::binary},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

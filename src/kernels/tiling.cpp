@@ -1,0 +1,34 @@
+// Tiling rules shared by the memory-bound families. Tasks are sized so a
+// task moves enough bytes (~64 KiB) to dwarf the thread pool's per-task cost
+// (~0.1 us), and large problems get one share per core.
+#include <algorithm>
+
+#include "kernels/rms_norm.hpp"
+#include "kernels/unary.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+constexpr std::int64_t kMinTaskBytes = 64 << 10;
+}
+
+ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw) {
+  const std::int64_t min_grain = std::max<std::int64_t>(1, kMinTaskBytes / std::max<std::int64_t>(bytes_per_element, 1));
+  const std::int64_t share = (n + hw.cores - 1) / hw.cores;
+  // Round to 64 elements so task boundaries fall on cache lines.
+  return {std::max(min_grain, (share + 63) / 64 * 64)};
+}
+
+std::int64_t storage_bytes(DType t) { return std::max(1, bits_of(t) / 8); }
+
+RowTiling row_tiling(const RowProblem& p, const hw::Info& hw) {
+  const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / std::max<std::int64_t>(p.cols * 8, 1));
+  const std::int64_t share = (p.rows + hw.cores - 1) / hw.cores;
+  return {std::max<std::int64_t>(1, std::min(share, std::max(min_rows, (share + 3) / 4)))};
+}
+
+bool row_vectorizable(const RowProblem& p) {
+  return is_floating(p.x) && is_floating(p.y) && is_floating(p.param) && p.unit_stride;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,23 @@
+#include "kernels/unary.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+bool unit_floats(const UnaryProblem& p) {
+  return is_floating(p.x) && is_floating(p.y) && p.x_stride == 1 && p.y_stride == 1;
+}
+ElementwiseTiling tiling(const UnaryProblem& p, const hw::Info& hw) {
+  return elementwise_tiling(p.n, storage_bytes(p.x) + storage_bytes(p.y), hw);
+}
+}  // namespace
+
+std::span<const KernelRow<UnaryFamily>> rows(UnaryFamily) {
+  static const KernelRow<UnaryFamily> kRows[] = {
+      {"unary_avx512", hw::Isa::avx512, unit_floats, tiling, avx512::unary},
+      {"unary_avx2", hw::Isa::avx2, unit_floats, tiling, avx2::unary},
+      {"unary_ref", hw::Isa::scalar, supports_all, tiling, ref::unary},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

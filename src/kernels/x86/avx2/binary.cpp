@@ -1,0 +1,30 @@
+#include "kernels/binary.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+// Operand strides are 0 (broadcast scalar) or 1; y's is 1 (see supports()).
+void binary(const BinaryArgs& a) {
+  const char* pa = static_cast<const char*>(a.a);
+  const char* pb = static_cast<const char*>(a.b);
+  char* py = static_cast<char*>(a.y);
+  const std::int64_t as = a.a_stride * elem_size(a.a_dtype), bs = a.b_stride * elem_size(a.b_dtype);
+  const std::int64_t ys = elem_size(a.y_dtype);
+  const __m256 a0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pa, a.a_dtype, 1)));
+  const __m256 b0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pb, a.b_dtype, 1)));
+  const bool add = a.kind == BinaryKind::add;
+  auto op = [add](__m256 x, __m256 y) { return add ? _mm256_add_ps(x, y) : _mm256_mul_ps(x, y); };
+  std::int64_t i = 0;
+  for (; i + 8 <= a.n; i += 8) {
+    const __m256 x = as ? load8(pa + i * as, a.a_dtype) : a0;
+    const __m256 y = bs ? load8(pb + i * bs, a.b_dtype) : b0;
+    store8(py + i * ys, a.y_dtype, op(x, y));
+  }
+  if (i < a.n) {
+    const __m256 x = as ? load8_tail(pa + i * as, a.a_dtype, a.n - i) : a0;
+    const __m256 y = bs ? load8_tail(pb + i * bs, a.b_dtype, a.n - i) : b0;
+    store8_tail(py + i * ys, a.y_dtype, op(x, y), a.n - i);
+  }
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,0 +1,27 @@
+#include "kernels/unary.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+static inline __m256 apply(UnaryKind kind, __m256 x) {
+  switch (kind) {
+    case UnaryKind::silu: {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+      return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    }
+    case UnaryKind::identity: break;
+  }
+  return x;
+}
+
+// Unit strides only (see the row's supports()).
+void unary(const UnaryArgs& a) {
+  const char* x = static_cast<const char*>(a.x);
+  char* y = static_cast<char*>(a.y);
+  const std::int64_t xs = elem_size(a.x_dtype), ys = elem_size(a.y_dtype);
+  std::int64_t i = 0;
+  for (; i + 8 <= a.n; i += 8) store8(y + i * ys, a.y_dtype, apply(a.kind, load8(x + i * xs, a.x_dtype)));
+  if (i < a.n) store8_tail(y + i * ys, a.y_dtype, apply(a.kind, load8_tail(x + i * xs, a.x_dtype, a.n - i)), a.n - i);
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,0 +1,86 @@
+#pragma once
+// AVX2 + FMA + F16C helpers shared by this folder's kernels; `static` so they
+// stay in their translation unit.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "tessera/core/dtype.hpp"
+
+namespace tessera::kernels::avx2 {
+
+static inline __m256 load8(const void* p, DType t) {
+  switch (t) {
+    case DType::bf16:
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), 16));
+    case DType::f16: return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    default: return _mm256_loadu_ps(static_cast<const float*>(p));
+  }
+}
+
+// f32 -> bf16, round to nearest even, NaN kept quiet; AVX2 has no instruction for it.
+static inline __m128i to_bf16(__m256 v) {
+  const __m256i x = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i h = _mm256_blendv_epi8(rounded, quiet, nan);
+  return _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+static inline void store8(void* p, DType t, __m256 v) {
+  switch (t) {
+    case DType::bf16: _mm_storeu_si128(static_cast<__m128i*>(p), to_bf16(v)); break;
+    case DType::f16: _mm_storeu_si128(static_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
+    default: _mm256_storeu_ps(static_cast<float*>(p), v); break;
+  }
+}
+
+static inline std::int64_t elem_size(DType t) { return t == DType::f32 ? 4 : 2; }
+
+// Tails go through an 8-element buffer: AVX2 has no masked 16-bit loads.
+static inline __m256 load8_tail(const void* p, DType t, std::int64_t n) {
+  alignas(32) char buf[32] = {};
+  std::memcpy(buf, p, std::size_t(n * elem_size(t)));
+  return load8(buf, t);
+}
+static inline void store8_tail(void* p, DType t, __m256 v, std::int64_t n) {
+  alignas(32) char buf[32];
+  store8(buf, t, v);
+  std::memcpy(p, buf, std::size_t(n * elem_size(t)));
+}
+
+static inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
+// halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
+static inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_set1_ps(88.7228394f), x);  // operand order keeps NaN
+  x = _mm256_max_ps(_mm256_set1_ps(-103.972084f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // 2^n = 2^(n/2) * 2^(n - n/2), each half a valid normal exponent.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+}  // namespace tessera::kernels::avx2

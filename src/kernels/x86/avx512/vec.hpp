@@ -1,0 +1,61 @@
+#pragma once
+// AVX-512 helpers shared by this folder's kernels. Everything is `static` so
+// these ISA-specific copies never leave their translation unit.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "tessera/core/dtype.hpp"
+
+namespace tessera::kernels::avx512 {
+
+static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
+
+// Loads n <= 16 elements (masked) of a float storage type as f32.
+static inline __m512 load16(const void* p, DType t, __mmask16 m) {
+  switch (t) {
+    case DType::bf16: {
+      const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    case DType::f16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    default: return _mm512_maskz_loadu_ps(m, p);
+  }
+}
+
+// Stores n <= 16 elements (masked), rounding to nearest even for 16-bit types.
+static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
+  switch (t) {
+    case DType::bf16: _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v)); break;
+    case DType::f16: _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
+    default: _mm512_mask_storeu_ps(p, m, v); break;
+  }
+}
+
+static inline const void* advance(const void* p, DType t, std::int64_t n) {
+  return static_cast<const char*>(p) + n * (t == DType::f32 ? 4 : 2);
+}
+static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * (t == DType::f32 ? 4 : 2); }
+
+// exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
+// degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
+// Inf by itself). NaN in, NaN out.
+static inline __m512 exp16(__m512 x) {
+  // Operand order keeps a NaN x: max/min return their second operand on NaN.
+  x = _mm512_min_ps(_mm512_set1_ps(88.7228394f), x);
+  x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split in two for exact reduction
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+}  // namespace tessera::kernels::avx512

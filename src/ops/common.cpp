@@ -1,0 +1,68 @@
+#include "ops/common.hpp"
+
+namespace tessera::ops::detail {
+
+Status check_float(const TensorDesc& d, std::string_view name) {
+  if (!is_floating(d.dtype))
+    return Status::invalid_argument(fmt::format("{}: dtype {} is not supported, expected f32, f16 or bf16", name, to_string(d.dtype)));
+  return {};
+}
+
+Status check_rank(const TensorDesc& d, std::string_view name, int min_rank, int max_rank) {
+  if (d.rank() < min_rank || d.rank() > max_rank) {
+    if (min_rank == max_rank)
+      return Status::invalid_argument(fmt::format("{}: rank {} (shape {}), expected rank {}", name, d.rank(), d.shape.to_string(), min_rank));
+    return Status::invalid_argument(
+        fmt::format("{}: rank {} (shape {}), expected rank {} to {}", name, d.rank(), d.shape.to_string(), min_rank, max_rank));
+  }
+  return {};
+}
+
+Status check_same_shape(const TensorDesc& d, std::string_view name, const Shape& expected, std::string_view expected_what) {
+  if (!(d.shape == expected))
+    return Status::invalid_argument(fmt::format("{}: shape {} must equal {} {}", name, d.shape.to_string(), expected_what, expected.to_string()));
+  return {};
+}
+
+Status check_writable(const TensorDesc& d, std::string_view name) {
+  for (int i = 0; i < d.rank(); ++i)
+    if (d.shape[i] > 1 && d.strides[i] == 0)
+      return Status::invalid_argument(fmt::format("{}: output has stride 0 in dim {} (a broadcast view cannot be written)", name, i));
+  return {};
+}
+
+Strides broadcast_strides(const TensorDesc& d, const Shape& shape) {
+  Strides s = Strides::filled(shape.rank(), 0);
+  const int lead = shape.rank() - d.rank();
+  for (int i = lead; i < shape.rank(); ++i) s[i] = d.shape[i - lead] == 1 ? 0 : d.strides[i - lead];
+  return s;
+}
+
+Status check_tensors(std::string_view op, std::span<const Tensor> given, std::span<const TensorDesc> expected,
+                     std::span<const std::string_view> names) {
+  if (given.size() != expected.size())
+    return Status::invalid_argument(fmt::format("{}: got {} tensors ({}), expected {}", op, given.size(),
+                                                names.empty() ? "" : names[0], expected.size()));
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    const Tensor& t = given[i];
+    if (!(t.desc() == expected[i]))
+      return Status::invalid_argument(fmt::format("{}: {} is {}, the plan was made for {}", op, names[i],
+                                                  t.desc().to_string(), expected[i].to_string()));
+    if (t.data() == nullptr && expected[i].numel() > 0)
+      return Status::invalid_argument(fmt::format("{}: {} has no data (null pointer)", op, names[i]));
+  }
+  return {};
+}
+
+Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor& in, std::string_view in_name,
+                     bool allow_same_view) {
+  const auto* o = static_cast<const char*>(out.data());
+  const auto* i = static_cast<const char*>(in.data());
+  const std::int64_t ob = out.desc().span_bytes(), ib = in.desc().span_bytes();
+  if (o == nullptr || i == nullptr || ob == 0 || ib == 0 || o + ob <= i || i + ib <= o) return {};
+  if (allow_same_view && o == i && out.shape() == in.shape() && out.strides() == in.strides()) return {};
+  return Status::invalid_argument(fmt::format("{}: overlaps input {} in memory{}", out_name, in_name,
+                                              allow_same_view ? " (only an identical view, i.e. in-place, is allowed)" : ""));
+}
+
+}  // namespace tessera::ops::detail

@@ -1,0 +1,92 @@
+#pragma once
+// Pieces every op file uses: argument checks with messages that name the
+// argument, the run-time tensor checks, the plan-cache path of the one-shot
+// functions, and the loop that splits a strided op across the pool.
+#include <fmt/format.h>
+
+#include <array>
+#include <span>
+
+#include "core/strided.hpp"
+#include "tessera/ops/plan.hpp"
+#include "tessera/runtime/context.hpp"
+
+namespace tessera::ops::detail {
+
+using tessera::detail::collapse;
+using tessera::detail::StridedDims;
+
+Status check_float(const TensorDesc& d, std::string_view name);
+Status check_rank(const TensorDesc& d, std::string_view name, int min_rank, int max_rank = kMaxRank);
+Status check_same_shape(const TensorDesc& d, std::string_view name, const Shape& expected, std::string_view expected_what);
+// A tensor written by an op must not have stride 0 in a dim of size > 1.
+Status check_writable(const TensorDesc& d, std::string_view name);
+
+// Strides of `d` broadcast (numpy rules) to `shape`: 0 where d is broadcast.
+Strides broadcast_strides(const TensorDesc& d, const Shape& shape);
+
+// The run()-time checks: counts, descs equal to the plan's, data present.
+Status check_tensors(std::string_view op, std::span<const Tensor> given, std::span<const TensorDesc> expected,
+                     std::span<const std::string_view> names);
+// `out` may not overlap `in`, unless `allow_same_view` and both are the same view (in-place).
+Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor& in, std::string_view in_name,
+                     bool allow_same_view);
+
+// Plans through the context's cache (key: op, attributes, descs, ISA
+// ceiling), takes any workspace from the memory pool, and runs.
+template <class MakePlan>
+Status run_cached(Stream& stream, const PlanKey& key, MakePlan&& make_plan, std::span<const Tensor> inputs,
+                  std::span<const Tensor> outputs) {
+  Context& ctx = stream.context();
+  std::shared_ptr<const CachedPlan> cached = ctx.plans().find(key);
+  if (!cached) {
+    Result<PlanPtr> made = make_plan();
+    if (!made.ok()) return made.status();
+    cached = *made;
+    ctx.plans().insert(key, cached);
+  }
+  const auto& plan = static_cast<const Plan&>(*cached);
+  if (plan.workspace_bytes() == 0) return plan.run(stream, inputs, outputs);
+  TESSERA_ASSIGN_OR_RETURN(auto workspace, ctx.memory().allocate(plan.workspace_bytes()));
+  return plan.run(stream, inputs, outputs, workspace.data());
+}
+
+// Calls fn(offsets, i0, i1) for every piece of an (outer x inner) iteration
+// space, split over the pool in tasks of `grain` inner units; `offsets` are
+// the N operands' element offsets at the outer index.
+template <int N, class F>
+void parallel_over(ThreadPool& pool, const StridedDims<N>& outer, std::int64_t inner, std::int64_t grain, F&& fn) {
+  if (inner <= 0) return;
+  pool.parallel_for(outer.numel() * inner, grain, [&](std::int64_t b, std::int64_t e) {
+    while (b < e) {
+      const std::int64_t o = b / inner, i0 = b % inner, i1 = std::min(inner, i0 + (e - b));
+      fn(outer.offsets(o), i0, i1);
+      b += i1 - i0;
+    }
+  });
+}
+
+// Splits collapsed dims into (outer dims, last dim): the last dim becomes the
+// kernel's run, the rest are walked by parallel_over.
+template <int N>
+struct SplitDims {
+  StridedDims<N> outer;
+  std::int64_t inner = 1;
+  std::array<std::int64_t, N> inner_strides{};
+};
+template <int N>
+SplitDims<N> split_last(StridedDims<N> dims) {
+  SplitDims<N> s;
+  if (dims.rank > 0) {
+    --dims.rank;
+    s.inner = dims.shape[dims.rank];
+    for (int k = 0; k < N; ++k) s.inner_strides[k] = dims.strides[k][dims.rank];
+  }
+  s.outer = dims;
+  return s;
+}
+
+inline const char* byte_ptr(const Tensor& t) { return static_cast<const char*>(t.data()); }
+inline std::int64_t esize(DType t) { return std::max(1, bits_of(t) / 8); }
+
+}  // namespace tessera::ops::detail
