@@ -26,7 +26,7 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   epoch_.fetch_add(2);  // stays even: no job, but every waiter sees a change
-  epoch_.notify_all();
+  wake_workers();
   for (auto& w : workers_) w.join();
 }
 
@@ -42,7 +42,9 @@ void ThreadPool::work_on_current_job() {
 
 void ThreadPool::worker_loop() {
   t_in_job = true;
-  std::uint64_t seen = epoch_.load();
+  // Start from 0, not the current epoch: a worker that starts late still
+  // sees every change since the pool was made, the final stop included.
+  std::uint64_t seen = 0;
   while (true) {
     std::uint64_t e = epoch_.load(std::memory_order_acquire);
     for (int i = 0; e == seen && i < kSpinIterations; ++i) {
@@ -50,8 +52,11 @@ void ThreadPool::worker_loop() {
       e = epoch_.load(std::memory_order_acquire);
     }
     if (e == seen) {
+      // The sleeper count is raised before the last look at epoch_, and
+      // run() reads it after moving epoch_: one of the two sees the other.
+      std::unique_lock lock(sleep_mutex_);
       sleepers_.fetch_add(1);
-      epoch_.wait(seen);
+      wake_.wait(lock, [&] { return epoch_.load() != seen || stop_.load(); });
       sleepers_.fetch_sub(1);
       continue;
     }
@@ -65,6 +70,12 @@ void ThreadPool::worker_loop() {
     if (epoch_.load() == e) work_on_current_job();
     active_.fetch_sub(1, std::memory_order_release);
   }
+}
+
+void ThreadPool::wake_workers() {
+  if (sleepers_.load() == 0) return;
+  std::lock_guard lock(sleep_mutex_);  // a worker between its check and its wait holds this
+  wake_.notify_all();
 }
 
 void ThreadPool::run(std::int64_t tasks, TaskFn fn, void* ctx) {
@@ -81,7 +92,7 @@ void ThreadPool::run(std::int64_t tasks, TaskFn fn, void* ctx) {
   next_task_.store(0, std::memory_order_relaxed);
   done_tasks_.store(0, std::memory_order_relaxed);
   epoch_.fetch_add(1);  // odd: the job is live
-  if (sleepers_.load() > 0) epoch_.notify_all();
+  wake_workers();
 
   work_on_current_job();
   while (done_tasks_.load(std::memory_order_acquire) < tasks) _mm_pause();

@@ -60,7 +60,8 @@ constexpr float f16_to_f32(f16_t v) {
     const float mag = float(mant) * 0x1p-24f;
     return std::bit_cast<float>(std::bit_cast<std::uint32_t>(mag) | sign);
   }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  // Inf, or NaN made quiet (as the F16C instructions do), payload kept.
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u));
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 

@@ -5,6 +5,7 @@
 // job runs serially on that thread; jobs from other threads wait their turn.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -58,6 +59,7 @@ class ThreadPool {
   void run(std::int64_t tasks, TaskFn fn, void* ctx);
   void worker_loop();
   void work_on_current_job();
+  void wake_workers();
 
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // one job at a time when several threads share the pool
@@ -67,6 +69,10 @@ class ThreadPool {
   alignas(64) std::atomic<std::int64_t> next_task_{0};
   alignas(64) std::atomic<std::int64_t> done_tasks_{0};
   alignas(64) std::atomic<int> active_{0};
+  // Idle workers sleep on a condition variable (not atomic::wait: GCC 12's
+  // libstdc++ can lose the wake-up of a 64-bit atomic and hang the pool).
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::int64_t tasks_ = 0;

@@ -23,10 +23,20 @@ static inline __m512 load16(const void* p, DType t, __mmask16 m) {
   }
 }
 
+// f32 -> bf16, round to nearest even, NaN kept quiet. Integer arithmetic, not
+// vcvtneps2bf16: that instruction flushes subnormal inputs to zero.
+static inline __m256i to_bf16(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), quiet));
+}
+
 // Stores n <= 16 elements (masked), rounding to nearest even for 16-bit types.
 static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
   switch (t) {
-    case DType::bf16: _mm256_mask_storeu_epi16(p, m, (__m256i)_mm512_cvtneps_pbh(v)); break;
+    case DType::bf16: _mm256_mask_storeu_epi16(p, m, to_bf16(v)); break;
     case DType::f16: _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
     default: _mm512_mask_storeu_ps(p, m, v); break;
   }

@@ -1,0 +1,174 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+class ElementwiseTest : public ::testing::TestWithParam<hw::Isa> {
+ protected:
+  Context ctx_{{.isa = GetParam()}};
+  Context ref_ctx_{{.isa = hw::Isa::scalar}};
+  Stream stream_{ctx_};
+  Stream ref_stream_{ref_ctx_};
+};
+
+TEST_P(ElementwiseTest, SiluMatchesReference) {
+  for (DType dt : kFloatTypes) {
+    for (std::int64_t n : {0L, 1L, 3L, 17L, 64L, 255L, 1000L, 1L << 20}) {
+      SCOPED_TRACE(fmt::format("{} n={}", to_string(dt), n));
+      Tensor x = random_tensor(dt, {n}, 1, -12.0f, 12.0f);
+      Tensor y = zeros(dt, {n}), ref = zeros(dt, {n});
+      ASSERT_TRUE(ops::silu(stream_, x, y).ok());
+      ASSERT_TRUE(ops::silu(ref_stream_, x, ref).ok());
+      EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, SiluOnStridedAndExtremeInputs) {
+  Tensor x = padded_copy(random_tensor(DType::f32, {7, 33}, 2, -5.0f, 5.0f));
+  Tensor y = zeros(DType::f32, {7, 33}), ref = zeros(DType::f32, {7, 33});
+  ASSERT_TRUE(ops::silu(stream_, x, y).ok());
+  ASSERT_TRUE(ops::silu(ref_stream_, x, ref).ok());
+  EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32)));
+
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = {0.0f, -0.0f, inf, -inf, nan, 1e-40f, -1e-40f, 88.0f, -88.0f, 100.0f, -100.0f, 3.4e38f, -3.4e38f};
+  Tensor xs = value_or_die(Tensor::wrap(special.data(), TensorDesc::contiguous(DType::f32, {std::int64_t(special.size())})));
+  Tensor ys = zeros(DType::f32, xs.shape()), rs = zeros(DType::f32, xs.shape());
+  ASSERT_TRUE(ops::silu(stream_, xs, ys).ok());
+  ASSERT_TRUE(ops::silu(ref_stream_, xs, rs).ok());
+  EXPECT_TRUE(close(ys, rs, tolerance_for(DType::f32)));
+}
+
+// The vectorized casts must agree bit for bit with the scalar conversions.
+TEST_P(ElementwiseTest, CastIsBitExact) {
+  // Every f16 and bf16 pattern -> f32 -> back.
+  for (DType half : {DType::f16, DType::bf16}) {
+    std::vector<std::uint16_t> bits(65536);
+    for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = std::uint16_t(i);
+    Tensor h = value_or_die(Tensor::wrap(bits.data(), TensorDesc::contiguous(half, {65536})));
+    Tensor f = zeros(DType::f32, {65536}), ref = zeros(DType::f32, {65536});
+    ASSERT_TRUE(ops::cast(stream_, h, f).ok());
+    ASSERT_TRUE(ops::cast(ref_stream_, h, ref).ok());
+    EXPECT_EQ(std::memcmp(f.data(), ref.data(), 65536 * 4), 0) << to_string(half) << " -> f32";
+  }
+  // f32 values of every magnitude, ties, specials -> f16 / bf16.
+  std::vector<float> values;
+  std::uint32_t u = 1;
+  for (int i = 0; i < 200000; ++i, u = u * 1664525u + 1013904223u) values.push_back(std::bit_cast<float>(u));
+  for (float v : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.996f, 6e-8f, 3e-8f, 2.98e-8f, 1e-45f, 3.4e38f}) values.push_back(v);
+  for (std::uint32_t tie : {0x3f808000u, 0x3f818000u, 0x3f801000u, 0x3f803000u, 0x7f7fffffu, 0x7fc00001u, 0xff800000u})
+    values.push_back(std::bit_cast<float>(tie));
+  const std::int64_t n = std::int64_t(values.size());
+  Tensor f = value_or_die(Tensor::wrap(values.data(), TensorDesc::contiguous(DType::f32, {n})));
+  for (DType half : {DType::f16, DType::bf16}) {
+    Tensor h = zeros(half, {n}), ref = zeros(half, {n});
+    ASSERT_TRUE(ops::cast(stream_, f, h).ok());
+    ASSERT_TRUE(ops::cast(ref_stream_, f, ref).ok());
+    const auto* a = h.data_as<std::uint16_t>();
+    const auto* b = ref.data_as<std::uint16_t>();
+    int shown = 0;
+    for (std::int64_t i = 0; i < n && shown < 5; ++i) {
+      const bool both_nan = half == DType::f16 ? ((a[i] & 0x7fff) > 0x7c00 && (b[i] & 0x7fff) > 0x7c00)
+                                                : ((a[i] & 0x7fff) > 0x7f80 && (b[i] & 0x7fff) > 0x7f80);
+      if (a[i] != b[i] && !both_nan) {
+        ADD_FAILURE() << to_string(half) << " cast of " << std::bit_cast<std::uint32_t>(values[std::size_t(i)]) << ": "
+                      << a[i] << " vs " << b[i];
+        ++shown;
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, BinaryBroadcastsLikeNumpy) {
+  struct Case {
+    Shape a, b;
+  };
+  const std::vector<Case> cases = {{{1}, {1}},           {{17}, {17}},         {{1000}, {1}},        {{1}, {1000}},
+                                   {{4, 1, 17}, {3, 17}}, {{64, 255}, {255}}, {{64, 255}, {64, 1}}, {{2, 3, 4, 5}, {2, 1, 4, 1}},
+                                   {{0, 5}, {5}},        {{128, 4096}, {128, 4096}}};
+  for (ops::BinaryOp op : {ops::BinaryOp::add, ops::BinaryOp::mul}) {
+    for (DType dt : kFloatTypes) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(fmt::format("{} {} a={} b={}", ops::to_string(op), to_string(dt), c.a.to_string(), c.b.to_string()));
+        Tensor a = random_tensor(dt, c.a, 3), b = random_tensor(DType::f32, c.b, 4);
+        const Shape shape = value_or_die(ops::broadcast_shapes(c.a, c.b));
+        Tensor y = zeros(dt, shape), ref = zeros(dt, shape);
+        auto run = [&](Stream& s, const Tensor& out) {
+          return op == ops::BinaryOp::add ? ops::add(s, a, b, out) : ops::mul(s, a, b, out);
+        };
+        ASSERT_TRUE(run(stream_, y).ok());
+        ASSERT_TRUE(run(ref_stream_, ref).ok());
+        EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, BinaryInPlaceAndStrided) {
+  Tensor a = random_tensor(DType::f32, {33, 65}, 5), b = padded_copy(random_tensor(DType::f32, {33, 65}, 6));
+  Tensor expected = zeros(DType::f32, {33, 65});
+  ASSERT_TRUE(ops::add(ref_stream_, a, b, expected).ok());
+  ASSERT_TRUE(ops::add(stream_, a, b, a).ok());  // in place
+  EXPECT_TRUE(close(a, expected, tolerance_for(DType::f32)));
+  // A transposed operand.
+  Tensor at = value_or_die(random_tensor(DType::f32, {65, 33}, 7).transpose(0, 1));
+  Tensor y = zeros(DType::f32, {33, 65}), ref = zeros(DType::f32, {33, 65});
+  ASSERT_TRUE(ops::mul(stream_, at, b, y).ok());
+  ASSERT_TRUE(ops::mul(ref_stream_, at, b, ref).ok());
+  EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32)));
+}
+
+TEST_P(ElementwiseTest, PicksTheRowOfItsLevel) {
+  const TensorDesc d = TensorDesc::contiguous(DType::f32, {4096});
+  auto plan = value_or_die(ops::Unary::plan(ctx_, ops::UnaryOp::silu, d, d));
+  const std::string expected = GetParam() == hw::Isa::scalar ? "unary_ref"
+                               : GetParam() == hw::Isa::avx2 ? "unary_avx2"
+                                                             : "unary_avx512";
+  EXPECT_EQ(plan->kernel(), expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+TEST(ElementwiseErrors, PlanNamesTheArgument) {
+  Context ctx;
+  const TensorDesc f = TensorDesc::contiguous(DType::f32, {4, 8});
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::i32, {4, 8}), f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, f, TensorDesc::contiguous(DType::f32, {4, 9})), "y"));
+  EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, TensorDesc::contiguous(DType::f32, {3}), f), "b"));
+  EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, TensorDesc::contiguous(DType::u8, {4, 8})), "y"));
+  // A broadcast (stride 0) output.
+  const TensorDesc bcast{DType::f32, {4, 8}, {0, 1}};
+  EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, bcast), "y"));
+  // Sizes that overflow, negative dims, bad strides.
+  const TensorDesc huge = TensorDesc::contiguous(DType::f32, {std::int64_t(1) << 40, std::int64_t(1) << 40});
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, huge, huge), "x"));
+  const TensorDesc negative{DType::f32, {-1, 8}, {8, 1}};
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, negative, f), "x"));
+  const TensorDesc bad_strides{DType::f32, {4, 8}, {8}};
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, f, bad_strides), "y"));
+}
+
+TEST(ElementwiseErrors, RunChecksTensorsAndAliasing) {
+  Context ctx;
+  Stream stream(ctx);
+  Tensor a = random_tensor(DType::f32, {16, 16}, 1), b = random_tensor(DType::f32, {16, 16}, 2);
+  auto plan = value_or_die(ops::Binary::plan(ctx, ops::BinaryOp::add, a.desc(), b.desc(), a.desc()));
+  // Wrong shape at run time.
+  Tensor small = zeros(DType::f32, {4, 4});
+  EXPECT_TRUE(fails_naming(plan->run(stream, {a, small}, {a}), "b"));
+  // Wrong count, and an undefined tensor.
+  EXPECT_FALSE(plan->run(stream, {a}, {a}).ok());
+  EXPECT_TRUE(fails_naming(plan->run(stream, {a, b}, {Tensor{}}), "y"));
+  // Partial overlap: y is a shifted view of a's storage.
+  Tensor big = random_tensor(DType::f32, {17, 16}, 3);
+  Tensor view0 = value_or_die(big.slice(0, 0, 16)), view1 = value_or_die(big.slice(0, 1, 17));
+  EXPECT_TRUE(fails_naming(ops::add(stream, view0, b, view1), "y"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

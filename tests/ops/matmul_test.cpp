@@ -1,0 +1,91 @@
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+class MatmulTest : public ::testing::TestWithParam<hw::Isa> {
+ protected:
+  Context ctx_{{.isa = GetParam()}};
+  Context ref_ctx_{{.isa = hw::Isa::scalar}};
+  Stream stream_{ctx_};
+  Stream ref_stream_{ref_ctx_};
+
+  void check(const Tensor& a, const Tensor& b, const Shape& c_shape, DType c_dtype) {
+    Tensor c = zeros(c_dtype, c_shape), ref = zeros(c_dtype, c_shape);
+    ASSERT_TRUE(ops::matmul(stream_, a, b, c).ok());
+    ASSERT_TRUE(ops::matmul(ref_stream_, a, b, ref).ok());
+    EXPECT_TRUE(close(c, ref, tolerance_for(c_dtype, a.dim(a.rank() - 1))));
+  }
+};
+
+TEST_P(MatmulTest, AllSizeCombinations) {
+  const std::int64_t sizes[] = {1, 3, 17, 64, 255};
+  for (std::int64_t m : sizes)
+    for (std::int64_t n : sizes)
+      for (std::int64_t k : sizes) {
+        SCOPED_TRACE(fmt::format("m={} n={} k={}", m, n, k));
+        check(random_tensor(DType::f32, {m, k}, 1), random_tensor(DType::f32, {k, n}, 2), {m, n}, DType::f32);
+      }
+}
+
+TEST_P(MatmulTest, LargeAndKSlices) {
+  // K past one L1 slice (256), N not a multiple of the 32-wide panel.
+  check(random_tensor(DType::f32, {1000, 300}, 3), random_tensor(DType::f32, {300, 77}, 4), {1000, 77}, DType::f32);
+  check(random_tensor(DType::f32, {64, 1000}, 5), random_tensor(DType::f32, {1000, 1000}, 6), {64, 1000}, DType::f32);
+}
+
+TEST_P(MatmulTest, DtypesAndZeroK) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(to_string(dt));
+    check(random_tensor(dt, {17, 64}, 7), random_tensor(dt, {64, 33}, 8), {17, 33}, dt);
+    check(random_tensor(dt, {17, 64}, 7), random_tensor(dt, {64, 33}, 8), {17, 33}, DType::f32);
+  }
+  // K = 0: C is zeros.
+  Tensor c = random_tensor(DType::f32, {5, 40}, 9);
+  ASSERT_TRUE(ops::matmul(stream_, zeros(DType::f32, {5, 0}), zeros(DType::f32, {0, 40}), c).ok());
+  for (std::int64_t i = 0; i < c.numel(); ++i) ASSERT_EQ(c.data_as<float>()[i], 0.0f);
+}
+
+TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
+  // [2, 3, M, K] x [3, K, N] -> [2, 3, M, N]
+  check(random_tensor(DType::f32, {2, 3, 17, 40}, 10), random_tensor(DType::f32, {3, 40, 33}, 11), {2, 3, 17, 33}, DType::f32);
+  // Shared weight [K, N] across a batch.
+  check(random_tensor(DType::f32, {4, 9, 64}, 12), random_tensor(DType::f32, {64, 48}, 13), {4, 9, 48}, DType::f32);
+  // A^T and B^T through strides (attention's Q K^T).
+  Tensor at = value_or_die(random_tensor(DType::f32, {3, 40, 17}, 14).transpose(1, 2));
+  Tensor bt = value_or_die(random_tensor(DType::f32, {3, 33, 40}, 15).transpose(1, 2));
+  check(at, bt, {3, 17, 33}, DType::f32);
+  // Output written into a strided view ([H, S, D] view of [S, H, D]).
+  Tensor out_storage = zeros(DType::f32, {17, 3, 33});
+  Tensor c = value_or_die(out_storage.permute({1, 0, 2}));
+  Tensor a = random_tensor(DType::f32, {3, 17, 40}, 16), b = random_tensor(DType::f32, {3, 40, 33}, 17);
+  Tensor ref = zeros(DType::f32, {3, 17, 33});
+  ASSERT_TRUE(ops::matmul(stream_, a, b, c).ok());
+  ASSERT_TRUE(ops::matmul(ref_stream_, a, b, ref).ok());
+  EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, 40)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, MatmulTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+TEST(MatmulErrors, PlanNamesTheArgument) {
+  Context ctx;
+  auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::f32, {7, 5}), d(DType::f32, {4, 5})), "b"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f32, {4, 5})), "b"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::f32, {8, 5}), d(DType::f32, {4, 6})), "c"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {8}), d(DType::f32, {8, 5}), d(DType::f32, {1, 5})), "a"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::i8, {4, 8}), d(DType::i8, {8, 5}), d(DType::f32, {4, 5})), "a"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {2, 4, 8}), d(DType::f32, {3, 8, 5}), d(DType::f32, {2, 4, 5})), "b"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::bf16, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f16, {4, 5})), "c"));
+}
+
+TEST(MatmulErrors, OutputMayNotOverlapInputs) {
+  Context ctx;
+  Stream stream(ctx);
+  Tensor a = random_tensor(DType::f32, {8, 8}, 1), b = random_tensor(DType::f32, {8, 8}, 2);
+  EXPECT_TRUE(fails_naming(ops::matmul(stream, a, b, a), "c"));
+  EXPECT_TRUE(fails_naming(ops::matmul(stream, a, b, b), "c"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

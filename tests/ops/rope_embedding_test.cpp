@@ -1,0 +1,119 @@
+#include <cmath>
+
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+class GatherRopeTest : public ::testing::TestWithParam<hw::Isa> {
+ protected:
+  Context ctx_{{.isa = GetParam()}};
+  Stream stream_{ctx_};
+};
+
+// Rotating by position p, then by -p (the conjugate: sin negated), is the identity;
+// and position 0 leaves x unchanged. Independent of the kernel's own formulas.
+TEST_P(GatherRopeTest, RopeRotatesPairs) {
+  for (bool interleaved : {false, true}) {
+    for (std::int64_t rot : {128L, 64L}) {
+      SCOPED_TRACE(fmt::format("interleaved={} rot={}", interleaved, rot));
+      auto [cos, sin] = value_or_die(ops::rope_cache(64, rot));
+      Tensor x = random_tensor(DType::f32, {2, 5, 3, 128}, 1);
+      Tensor pos = zeros(DType::i64, {2, 5});
+      for (int i = 0; i < 10; ++i) pos.data_as<std::int64_t>()[i] = i * 5 % 64;
+      Tensor y = zeros(DType::f32, x.shape()), back = zeros(DType::f32, x.shape());
+      ASSERT_TRUE(ops::rope(stream_, x, pos, cos, sin, y, {.interleaved = interleaved}).ok());
+      float minus_one = -1.0f;
+      Tensor neg_sin = zeros(DType::f32, sin.shape());
+      ASSERT_TRUE(ops::mul(stream_, sin, value_or_die(Tensor::wrap(&minus_one, TensorDesc::contiguous(DType::f32, {1}))), neg_sin).ok());
+      ASSERT_TRUE(ops::rope(stream_, y, pos, cos, neg_sin, back, {.interleaved = interleaved}).ok());
+      EXPECT_TRUE(close(back, x, tolerance_for(DType::f32, 4)));
+      // Token 0 of batch 0 sits at position 0: unchanged.
+      for (int d = 0; d < 128; ++d) EXPECT_FLOAT_EQ(y.data_as<float>()[d], x.data_as<float>()[d]);
+      // Pairs keep their norm; features past the rotary dim pass through (token 1, head 0: position 5).
+      const float* xp = x.data_as<float>() + 3 * 128;
+      const float* yp = y.data_as<float>() + 3 * 128;
+      for (std::int64_t i = 0; i < rot / 2; ++i) {
+        const std::int64_t p0 = interleaved ? 2 * i : i, p1 = interleaved ? 2 * i + 1 : i + rot / 2;
+        EXPECT_NEAR(std::hypot(yp[p0], yp[p1]), std::hypot(xp[p0], xp[p1]), 1e-5);
+      }
+      for (std::int64_t d = rot; d < 128; ++d) EXPECT_EQ(yp[d], xp[d]);
+    }
+  }
+}
+
+TEST_P(GatherRopeTest, RopeOnBhsdViewAndHalfTypes) {
+  auto [cos, sin] = value_or_die(ops::rope_cache(32, 64));
+  Tensor pos = zeros(DType::i32, {7});
+  for (int i = 0; i < 7; ++i) pos.data_as<std::int32_t>()[i] = 31 - i;
+  for (DType dt : kFloatTypes) {
+    // Storage [B, H, S, D], passed as the [B, S, H, D] view.
+    Tensor bhsd = random_tensor(dt, {1, 4, 7, 64}, 2);
+    Tensor x = value_or_die(bhsd.permute({0, 2, 1, 3}));
+    Tensor y = zeros(dt, x.shape()), ref = zeros(dt, x.shape());
+    Context ref_ctx({.isa = hw::Isa::scalar});
+    Stream ref_stream(ref_ctx);
+    Tensor xc = value_or_die(x.contiguous());
+    ASSERT_TRUE(ops::rope(stream_, x, pos, cos, sin, y).ok());
+    ASSERT_TRUE(ops::rope(ref_stream, xc, pos, cos, sin, ref).ok());
+    EXPECT_TRUE(close(y, ref, tolerance_for(dt, 2)));
+  }
+}
+
+TEST_P(GatherRopeTest, EmbeddingGathersRows) {
+  for (DType dt : kFloatTypes) {
+    Tensor table = random_tensor(dt, {50, 33}, 3);
+    Tensor ids = zeros(DType::i64, {2, 3});
+    const std::int64_t values[] = {0, 49, 7, 7, 13, 1};
+    for (int i = 0; i < 6; ++i) ids.data_as<std::int64_t>()[i] = values[i];
+    Tensor out = zeros(dt, {2, 3, 33});
+    ASSERT_TRUE(ops::embedding(stream_, table, ids, out).ok());
+    for (int i = 0; i < 6; ++i) {
+      Tensor row = value_or_die(table.slice(0, values[i], values[i] + 1));
+      Tensor got = value_or_die(value_or_die(out.reshape({6, 33})).slice(0, i, i + 1));
+      EXPECT_TRUE(close(got, row, {0, 0, 1.0}));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, GatherRopeTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+TEST(GatherRopeErrors, BadIdsAndPositionsAreReported) {
+  Context ctx;
+  Stream stream(ctx);
+  Tensor table = random_tensor(DType::f32, {10, 4}, 1), out = zeros(DType::f32, {3, 4});
+  Tensor ids = zeros(DType::i32, {3});
+  ids.data_as<std::int32_t>()[2] = 10;
+  EXPECT_TRUE(fails_naming(ops::embedding(stream, table, ids, out), "ids"));
+  ids.data_as<std::int32_t>()[2] = -1;
+  EXPECT_TRUE(fails_naming(ops::embedding(stream, table, ids, out), "ids"));
+
+  auto [cos, sin] = value_or_die(ops::rope_cache(8, 16));
+  Tensor x = random_tensor(DType::f32, {1, 2, 1, 16}, 2), y = zeros(DType::f32, x.shape());
+  Tensor pos = zeros(DType::i32, {1, 2});
+  pos.data_as<std::int32_t>()[1] = 8;
+  EXPECT_TRUE(fails_naming(ops::rope(stream, x, pos, cos, sin, y), "position_ids"));
+}
+
+TEST(GatherRopeErrors, PlanNamesTheArgument) {
+  Context ctx;
+  auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  const TensorDesc table = d(DType::f32, {10, 4});
+  EXPECT_TRUE(fails_naming(ops::Embedding::plan(ctx, table, d(DType::f32, {3}), d(DType::f32, {3, 4})), "ids"));
+  EXPECT_TRUE(fails_naming(ops::Embedding::plan(ctx, table, d(DType::i32, {3}), d(DType::f32, {3, 5})), "out"));
+  EXPECT_TRUE(fails_naming(ops::Embedding::plan(ctx, table, d(DType::i32, {3}), d(DType::bf16, {3, 4})), "out"));
+  EXPECT_TRUE(fails_naming(ops::Embedding::plan(ctx, d(DType::f32, {10}), d(DType::i32, {3}), d(DType::f32, {3, 4})), "table"));
+
+  const TensorDesc x = d(DType::f32, {1, 2, 3, 16}), cache = d(DType::f32, {8, 8}), pos = d(DType::i32, {1, 2});
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, d(DType::f32, {2, 3, 16}), pos, cache, cache, x), "x"));
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, d(DType::i32, {2, 2}), cache, cache, x), "position_ids"));
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, d(DType::f32, {1, 2}), cache, cache, x), "position_ids"));
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, pos, d(DType::f32, {8, 9}), d(DType::f32, {8, 9}), x), "cos_cache"));
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, pos, cache, d(DType::f32, {8, 4}), x), "sin_cache"));
+  EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, pos, cache, cache, d(DType::f32, {1, 2, 3, 15})), "y"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 15), "rotary_dim"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(0, 16), "max_pos"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
