@@ -9,7 +9,7 @@ bool vector_friendly(const BinaryProblem& p) {
          unit_or_broadcast(p.b_stride) && p.y_stride == 1;
 }
 ElementwiseTiling tiling(const BinaryProblem& p, const hw::Info& hw) {
-  return elementwise_tiling(p.n, storage_bytes(p.a) + storage_bytes(p.b) + storage_bytes(p.y), hw);
+  return elementwise_tiling(p.n, bytes_of(p.a) + bytes_of(p.b) + bytes_of(p.y), hw);
 }
 }  // namespace
 

@@ -34,11 +34,6 @@ const KernelRow<Family>* select(const typename Family::Problem& problem, hw::Isa
   return nullptr;
 }
 
-template <class Family>
-const KernelRow<Family>* reference_row() {
-  return &rows(Family{}).back();
-}
-
 inline bool supports_all(const auto&) { return true; }
 
 }  // namespace tessera::kernels

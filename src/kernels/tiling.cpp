@@ -19,8 +19,6 @@ ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_elem
   return {std::max(min_grain, (share + 63) / 64 * 64)};
 }
 
-std::int64_t storage_bytes(DType t) { return std::max(1, bits_of(t) / 8); }
-
 RowTiling row_tiling(const RowProblem& p, const hw::Info& hw) {
   const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / std::max<std::int64_t>(p.cols * 8, 1));
   const std::int64_t share = (p.rows + hw.cores - 1) / hw.cores;

@@ -7,7 +7,7 @@ bool unit_floats(const UnaryProblem& p) {
   return is_floating(p.x) && is_floating(p.y) && p.x_stride == 1 && p.y_stride == 1;
 }
 ElementwiseTiling tiling(const UnaryProblem& p, const hw::Info& hw) {
-  return elementwise_tiling(p.n, storage_bytes(p.x) + storage_bytes(p.y), hw);
+  return elementwise_tiling(p.n, bytes_of(p.x) + bytes_of(p.y), hw);
 }
 }  // namespace
 

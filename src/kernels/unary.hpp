@@ -42,7 +42,6 @@ struct UnaryFamily {
 std::span<const KernelRow<UnaryFamily>> rows(UnaryFamily);
 // Elements per task for an op over n elements moving bytes_per_element each.
 ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw);
-std::int64_t storage_bytes(DType t);  // bytes per element of a float storage type
 
 namespace ref { void unary(const UnaryArgs& a); }
 namespace avx2 { void unary(const UnaryArgs& a); }

@@ -87,6 +87,5 @@ SplitDims<N> split_last(StridedDims<N> dims) {
 }
 
 inline const char* byte_ptr(const Tensor& t) { return static_cast<const char*>(t.data()); }
-inline std::int64_t esize(DType t) { return std::max(1, bits_of(t) / 8); }
 
 }  // namespace tessera::ops::detail

@@ -31,7 +31,7 @@ class UnaryPlan final : public Plan {
  public:
   UnaryPlan(UnaryOp op, const TensorDesc& x, const TensorDesc& y, const kernels::KernelRow<kernels::UnaryFamily>* row,
             kernels::ElementwiseTiling tiling, SplitDims<2> dims)
-      : Plan(row->name, x.numel() * (esize(x.dtype) + esize(y.dtype)), op == UnaryOp::silu ? 4 * x.numel() : 0),
+      : Plan(row->name, x.numel() * (bytes_of(x.dtype) + bytes_of(y.dtype)), op == UnaryOp::silu ? 4 * x.numel() : 0),
         op_(op), descs_{x, y}, row_(row), tiling_(tiling), dims_(dims) {}
 
   std::string_view op() const override { return to_string(op_); }
@@ -44,7 +44,7 @@ class UnaryPlan final : public Plan {
     return stream.submit(op(), [&] {
       const char* x = byte_ptr(in[0]);
       char* y = const_cast<char*>(byte_ptr(out[0]));
-      const std::int64_t xs = esize(descs_[0].dtype), ys = esize(descs_[1].dtype);
+      const std::int64_t xs = bytes_of(descs_[0].dtype), ys = bytes_of(descs_[1].dtype);
       const auto kind = op_ == UnaryOp::silu ? kernels::UnaryKind::silu : kernels::UnaryKind::identity;
       parallel_over(stream.context().pool(), dims_.outer, dims_.inner, tiling_.grain,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t i0, std::int64_t i1) {
@@ -68,7 +68,7 @@ class BinaryPlan final : public Plan {
  public:
   BinaryPlan(BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y,
              const kernels::KernelRow<kernels::BinaryFamily>* row, kernels::ElementwiseTiling tiling, SplitDims<3> dims)
-      : Plan(row->name, a.numel() * esize(a.dtype) + b.numel() * esize(b.dtype) + y.numel() * esize(y.dtype), y.numel()),
+      : Plan(row->name, a.numel() * bytes_of(a.dtype) + b.numel() * bytes_of(b.dtype) + y.numel() * bytes_of(y.dtype), y.numel()),
         op_(op), descs_{a, b, y}, row_(row), tiling_(tiling), dims_(dims) {}
 
   std::string_view op() const override { return to_string(op_); }
@@ -83,7 +83,7 @@ class BinaryPlan final : public Plan {
       const char* a = byte_ptr(in[0]);
       const char* b = byte_ptr(in[1]);
       char* y = const_cast<char*>(byte_ptr(out[0]));
-      const std::int64_t as = esize(descs_[0].dtype), bs = esize(descs_[1].dtype), ys = esize(descs_[2].dtype);
+      const std::int64_t as = bytes_of(descs_[0].dtype), bs = bytes_of(descs_[1].dtype), ys = bytes_of(descs_[2].dtype);
       const auto kind = op_ == BinaryOp::add ? kernels::BinaryKind::add : kernels::BinaryKind::mul;
       const auto& st = dims_.inner_strides;
       parallel_over(stream.context().pool(), dims_.outer, dims_.inner, tiling_.grain,

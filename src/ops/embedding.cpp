@@ -14,7 +14,7 @@ class EmbeddingPlan final : public Plan {
  public:
   EmbeddingPlan(std::array<TensorDesc, 3> descs, const kernels::KernelRow<kernels::EmbeddingFamily>* row,
                 kernels::EmbeddingTiling tiling, SplitDims<2> ids)
-      : Plan(row->name, descs[1].numel() * esize(descs[1].dtype) + 2 * descs[2].numel() * esize(descs[2].dtype), 0),
+      : Plan(row->name, descs[1].numel() * bytes_of(descs[1].dtype) + 2 * descs[2].numel() * bytes_of(descs[2].dtype), 0),
         descs_(descs), row_(row), tiling_(tiling), ids_(ids) {}
 
   std::string_view op() const override { return "embedding"; }
@@ -42,8 +42,8 @@ class EmbeddingPlan final : public Plan {
       parallel_over(stream.context().pool(), ids_.outer, ids_.inner, tiling_.ids_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t i0, std::int64_t i1) {
                       kernels::EmbeddingArgs a = args;
-                      a.ids = byte_ptr(in[1]) + off[0] * esize(ids.dtype);
-                      a.out = const_cast<char*>(byte_ptr(out[0])) + off[1] * esize(o.dtype);
+                      a.ids = byte_ptr(in[1]) + off[0] * bytes_of(ids.dtype);
+                      a.out = const_cast<char*>(byte_ptr(out[0])) + off[1] * bytes_of(o.dtype);
                       row_->run(a, i0, i1);
                     });
       return Status{};

@@ -14,7 +14,7 @@ class MatmulPlan final : public Plan {
  public:
   MatmulPlan(std::array<TensorDesc, 3> d, const kernels::KernelRow<kernels::MatmulFamily>* row,
              kernels::MatmulTiling tiling, StridedDims<3> batch, std::int64_t m, std::int64_t n, std::int64_t k)
-      : Plan(row->name, d[0].numel() * esize(d[0].dtype) + d[1].numel() * esize(d[1].dtype) + d[2].numel() * esize(d[2].dtype),
+      : Plan(row->name, d[0].numel() * bytes_of(d[0].dtype) + d[1].numel() * bytes_of(d[1].dtype) + d[2].numel() * bytes_of(d[2].dtype),
              2 * batch.numel() * m * n * k),
         descs_(d), row_(row), tiling_(tiling), batch_(batch), m_(m), n_(n), k_(k) {}
 
@@ -38,9 +38,9 @@ class MatmulPlan final : public Plan {
         const auto off = batch_.offsets(t / per_matrix);
         const std::int64_t tile = t % per_matrix, m0 = (tile / nb) * tiling_.m_block, n0 = (tile % nb) * tiling_.n_block;
         kernels::MatmulArgs p = args;
-        p.a = byte_ptr(in[0]) + off[0] * esize(a.dtype);
-        p.b = byte_ptr(in[1]) + off[1] * esize(b.dtype);
-        p.c = const_cast<char*>(byte_ptr(out[0])) + off[2] * esize(c.dtype);
+        p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
+        p.b = byte_ptr(in[1]) + off[1] * bytes_of(b.dtype);
+        p.c = const_cast<char*>(byte_ptr(out[0])) + off[2] * bytes_of(c.dtype);
         row_->run(p, m0, std::min(m_, m0 + tiling_.m_block), n0, std::min(n_, n0 + tiling_.n_block));
       };
       stream.context().pool().run_tasks(batch_.numel() * per_matrix, task);

@@ -15,7 +15,7 @@ class RmsNormPlan final : public Plan {
  public:
   RmsNormPlan(const TensorDesc& x, const TensorDesc& g, const TensorDesc& y, RmsNormAttrs attrs,
               const kernels::KernelRow<kernels::RmsNormFamily>* row, kernels::RowTiling tiling, SplitDims<2> rows)
-      : Plan(row->name, x.numel() * (esize(x.dtype) + esize(y.dtype)) + g.numel() * esize(g.dtype), 4 * x.numel()),
+      : Plan(row->name, x.numel() * (bytes_of(x.dtype) + bytes_of(y.dtype)) + g.numel() * bytes_of(g.dtype), 4 * x.numel()),
         descs_{x, g, y}, attrs_(attrs), row_(row), tiling_(tiling), rows_(rows) {}
 
   std::string_view op() const override { return "rms_norm"; }
@@ -35,8 +35,8 @@ class RmsNormPlan final : public Plan {
       parallel_over(stream.context().pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::RmsNormArgs a = args;
-                      a.x = byte_ptr(in[0]) + off[0] * esize(x.dtype);
-                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[1] * esize(y.dtype);
+                      a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);
+                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[1] * bytes_of(y.dtype);
                       row_->run(a, r0, r1);
                     });
       return Status{};

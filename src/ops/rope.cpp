@@ -16,7 +16,7 @@ class RopePlan final : public Plan {
  public:
   RopePlan(std::array<TensorDesc, 5> descs, RopeAttrs attrs, const kernels::KernelRow<kernels::RopeFamily>* row,
            kernels::RopeTiling tiling, StridedDims<3> tokens)
-      : Plan(row->name, descs[0].numel() * (esize(descs[0].dtype) + esize(descs[4].dtype)), 3 * descs[0].numel()),
+      : Plan(row->name, descs[0].numel() * (bytes_of(descs[0].dtype) + bytes_of(descs[4].dtype)), 3 * descs[0].numel()),
         descs_(descs), attrs_(attrs), row_(row), tiling_(tiling), tokens_(tokens) {}
 
   std::string_view op() const override { return "rope"; }
@@ -46,8 +46,8 @@ class RopePlan final : public Plan {
           const auto off = tokens_.offsets(t);
           const std::int64_t p = tessera::detail::load_index(pos_data, pos.dtype, off[2]);
           kernels::RopeArgs a = args;
-          a.x = byte_ptr(in[0]) + off[0] * esize(x.dtype);
-          a.y = const_cast<char*>(byte_ptr(out[0])) + off[1] * esize(y.dtype);
+          a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);
+          a.y = const_cast<char*>(byte_ptr(out[0])) + off[1] * bytes_of(y.dtype);
           a.cos = cos + p * half;
           a.sin = sin + p * half;
           row_->run(a);

@@ -17,7 +17,7 @@ class SoftmaxPlan final : public Plan {
   SoftmaxPlan(std::vector<TensorDesc> inputs, const TensorDesc& y, SoftmaxAttrs attrs,
               const kernels::KernelRow<kernels::SoftmaxFamily>* row, kernels::RowTiling tiling,
               StridedDims<3> outer, std::array<std::int64_t, 3> row_strides, std::array<std::int64_t, 3> col_strides)
-      : Plan(row->name, y.numel() * (esize(inputs[0].dtype) + esize(y.dtype)), 5 * y.numel()),
+      : Plan(row->name, y.numel() * (bytes_of(inputs[0].dtype) + bytes_of(y.dtype)), 5 * y.numel()),
         inputs_(std::move(inputs)), y_(y), attrs_(attrs), row_(row), tiling_(tiling), outer_(outer),
         row_strides_(row_strides), col_strides_(col_strides) {}
 
@@ -40,9 +40,9 @@ class SoftmaxPlan final : public Plan {
       parallel_over(stream.context().pool(), outer_, rows, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 3>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::SoftmaxArgs a = args;
-                      a.x = byte_ptr(in[0]) + off[0] * esize(x.dtype);
-                      if (has_mask) a.mask = byte_ptr(in[1]) + off[1] * esize(mask_dtype);
-                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[2] * esize(y_.dtype);
+                      a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);
+                      if (has_mask) a.mask = byte_ptr(in[1]) + off[1] * bytes_of(mask_dtype);
+                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[2] * bytes_of(y_.dtype);
                       row_->run(a, r0, r1);
                     });
       return Status{};

@@ -7,13 +7,7 @@
 namespace tessera::testing {
 namespace {
 
-class ElementwiseTest : public ::testing::TestWithParam<hw::Isa> {
- protected:
-  Context ctx_{{.isa = GetParam()}};
-  Context ref_ctx_{{.isa = hw::Isa::scalar}};
-  Stream stream_{ctx_};
-  Stream ref_stream_{ref_ctx_};
-};
+class ElementwiseTest : public IsaTest {};
 
 TEST_P(ElementwiseTest, SiluMatchesReference) {
   for (DType dt : kFloatTypes) {

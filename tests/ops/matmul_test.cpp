@@ -3,12 +3,8 @@
 namespace tessera::testing {
 namespace {
 
-class MatmulTest : public ::testing::TestWithParam<hw::Isa> {
+class MatmulTest : public IsaTest {
  protected:
-  Context ctx_{{.isa = GetParam()}};
-  Context ref_ctx_{{.isa = hw::Isa::scalar}};
-  Stream stream_{ctx_};
-  Stream ref_stream_{ref_ctx_};
 
   void check(const Tensor& a, const Tensor& b, const Shape& c_shape, DType c_dtype) {
     Tensor c = zeros(c_dtype, c_shape), ref = zeros(c_dtype, c_shape);

@@ -6,13 +6,7 @@
 namespace tessera::testing {
 namespace {
 
-class RowOpsTest : public ::testing::TestWithParam<hw::Isa> {
- protected:
-  Context ctx_{{.isa = GetParam()}};
-  Context ref_ctx_{{.isa = hw::Isa::scalar}};
-  Stream stream_{ctx_};
-  Stream ref_stream_{ref_ctx_};
-};
+class RowOpsTest : public IsaTest {};
 
 TEST_P(RowOpsTest, RmsNormMatchesReference) {
   for (DType dt : kFloatTypes) {

@@ -5,11 +5,7 @@
 namespace tessera::testing {
 namespace {
 
-class GatherRopeTest : public ::testing::TestWithParam<hw::Isa> {
- protected:
-  Context ctx_{{.isa = GetParam()}};
-  Stream stream_{ctx_};
-};
+class GatherRopeTest : public IsaTest {};
 
 // Rotating by position p, then by -p (the conjugate: sin negated), is the identity;
 // and position 0 leaves x unchanged. Independent of the kernel's own formulas.
@@ -51,11 +47,9 @@ TEST_P(GatherRopeTest, RopeOnBhsdViewAndHalfTypes) {
     Tensor bhsd = random_tensor(dt, {1, 4, 7, 64}, 2);
     Tensor x = value_or_die(bhsd.permute({0, 2, 1, 3}));
     Tensor y = zeros(dt, x.shape()), ref = zeros(dt, x.shape());
-    Context ref_ctx({.isa = hw::Isa::scalar});
-    Stream ref_stream(ref_ctx);
     Tensor xc = value_or_die(x.contiguous());
     ASSERT_TRUE(ops::rope(stream_, x, pos, cos, sin, y).ok());
-    ASSERT_TRUE(ops::rope(ref_stream, xc, pos, cos, sin, ref).ok());
+    ASSERT_TRUE(ops::rope(ref_stream_, xc, pos, cos, sin, ref).ok());
     EXPECT_TRUE(close(y, ref, tolerance_for(dt, 2)));
   }
 }

@@ -41,6 +41,16 @@ inline const std::vector<DType> kFloatTypes = {DType::f32, DType::bf16, DType::f
 // Row lengths: minimum, odd, just past a vector, typical hidden sizes, large.
 inline const std::vector<std::int64_t> kRowLengths = {1, 3, 17, 64, 255, 1000, 4096};
 
+// Base of the tests that run an op at one ISA level (the parameter) and its
+// reference at scalar.
+class IsaTest : public ::testing::TestWithParam<hw::Isa> {
+ protected:
+  Context ctx_{{.isa = GetParam()}};
+  Context ref_ctx_{{.isa = hw::Isa::scalar}};
+  Stream stream_{ctx_};
+  Stream ref_stream_{ref_ctx_};
+};
+
 ::testing::AssertionResult close(const Tensor& got, const Tensor& ref, const Tolerance& tol);
 
 // The message of a failed Status must name the argument at fault.

@@ -27,6 +27,9 @@ constexpr int bits_of(DType t) {
   return 0;
 }
 
+// Bytes per element of the byte-addressable types (i4 packs two per byte: 1).
+constexpr int bytes_of(DType t) { return bits_of(t) >= 8 ? bits_of(t) / 8 : 1; }
+
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
 std::string_view to_string(DType t);

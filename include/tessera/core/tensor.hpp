@@ -50,7 +50,6 @@ class Tensor {
   void* data() const;
   template <class T>
   T* data_as() const { return static_cast<T*>(data()); }
-  const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // Views. Each checks its arguments and names the one at fault.
   Result<Tensor> permute(std::span<const int> order) const;

@@ -6,7 +6,9 @@
 // This first version runs each op on the calling thread as it is submitted,
 // so submit() returns after the op is done; worker-backed streams and
 // events replace the body of submit() without changing its callers.
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "tessera/core/status.hpp"
 #include "tessera/runtime/context.hpp"

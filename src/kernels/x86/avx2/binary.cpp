@@ -8,8 +8,8 @@ void binary(const BinaryArgs& a) {
   const char* pa = static_cast<const char*>(a.a);
   const char* pb = static_cast<const char*>(a.b);
   char* py = static_cast<char*>(a.y);
-  const std::int64_t as = a.a_stride * elem_size(a.a_dtype), bs = a.b_stride * elem_size(a.b_dtype);
-  const std::int64_t ys = elem_size(a.y_dtype);
+  const std::int64_t as = a.a_stride * bytes_of(a.a_dtype), bs = a.b_stride * bytes_of(a.b_dtype);
+  const std::int64_t ys = bytes_of(a.y_dtype);
   const __m256 a0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pa, a.a_dtype, 1)));
   const __m256 b0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pb, a.b_dtype, 1)));
   const bool add = a.kind == BinaryKind::add;

@@ -7,7 +7,7 @@ namespace tessera::kernels::avx2 {
 
 // Two passes over each row, as the AVX-512 row; unit column strides only.
 void rms_norm(const RmsNormArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t xs = elem_size(a.x_dtype), ys = elem_size(a.y_dtype), gs = elem_size(a.gamma_dtype);
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), gs = bytes_of(a.gamma_dtype);
   const char* g = static_cast<const char*>(a.gamma);
   const std::int64_t body = a.cols / 8 * 8, tail = a.cols - body;
   for (std::int64_t r = r0; r < r1; ++r) {

@@ -18,7 +18,7 @@ static inline __m256 apply(UnaryKind kind, __m256 x) {
 void unary(const UnaryArgs& a) {
   const char* x = static_cast<const char*>(a.x);
   char* y = static_cast<char*>(a.y);
-  const std::int64_t xs = elem_size(a.x_dtype), ys = elem_size(a.y_dtype);
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
   std::int64_t i = 0;
   for (; i + 8 <= a.n; i += 8) store8(y + i * ys, a.y_dtype, apply(a.kind, load8(x + i * xs, a.x_dtype)));
   if (i < a.n) store8_tail(y + i * ys, a.y_dtype, apply(a.kind, load8_tail(x + i * xs, a.x_dtype, a.n - i)), a.n - i);

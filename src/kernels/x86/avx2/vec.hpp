@@ -38,18 +38,16 @@ static inline void store8(void* p, DType t, __m256 v) {
   }
 }
 
-static inline std::int64_t elem_size(DType t) { return t == DType::f32 ? 4 : 2; }
-
 // Tails go through an 8-element buffer: AVX2 has no masked 16-bit loads.
 static inline __m256 load8_tail(const void* p, DType t, std::int64_t n) {
   alignas(32) char buf[32] = {};
-  std::memcpy(buf, p, std::size_t(n * elem_size(t)));
+  std::memcpy(buf, p, std::size_t(n * bytes_of(t)));
   return load8(buf, t);
 }
 static inline void store8_tail(void* p, DType t, __m256 v, std::int64_t n) {
   alignas(32) char buf[32];
   store8(buf, t, v);
-  std::memcpy(p, buf, std::size_t(n * elem_size(t)));
+  std::memcpy(p, buf, std::size_t(n * bytes_of(t)));
 }
 
 static inline float hsum(__m256 v) {

@@ -8,7 +8,7 @@ namespace tessera::kernels::avx512 {
 // Two passes over each row (sum of squares, then scale): a row of a
 // transformer (<= 16 KiB in f32) stays in L1 between them.
 void rms_norm(const RmsNormArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t xs = a.x_dtype == DType::f32 ? 4 : 2, ys = a.y_dtype == DType::f32 ? 4 : 2;
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;

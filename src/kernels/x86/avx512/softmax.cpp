@@ -24,8 +24,7 @@ struct Row {
 // normalized exps; columns past the causal window are written as zeros.
 // Unit column strides only (see supports()).
 void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t xs = a.x_dtype == DType::f32 ? 4 : 2, ys = a.y_dtype == DType::f32 ? 4 : 2;
-  const std::int64_t ms = a.mask_dtype == DType::f32 ? 4 : 2;
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), ms = bytes_of(a.mask_dtype);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (std::int64_t r = r0; r < r1; ++r) {
     const Row row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,

@@ -42,10 +42,8 @@ static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
   }
 }
 
-static inline const void* advance(const void* p, DType t, std::int64_t n) {
-  return static_cast<const char*>(p) + n * (t == DType::f32 ? 4 : 2);
-}
-static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * (t == DType::f32 ? 4 : 2); }
+static inline const void* advance(const void* p, DType t, std::int64_t n) { return static_cast<const char*>(p) + n * bytes_of(t); }
+static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * bytes_of(t); }
 
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
