@@ -135,7 +135,9 @@ Info detect() {
 
   if (f.avx2 && f.fma && f.f16c) info.max_isa = Isa::avx2;
   if (info.max_isa == Isa::avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) info.max_isa = Isa::avx512;
-  if (info.max_isa == Isa::avx512 && f.amx_tile && f.amx_bf16 && f.amx_int8 && f.amx_permitted) info.max_isa = Isa::amx;
+  if (info.max_isa == Isa::avx512 && f.avx512_bf16 && f.avx512_fp16 && f.avx512_vnni && f.amx_tile && f.amx_bf16 &&
+      f.amx_int8 && f.amx_permitted)
+    info.max_isa = Isa::amx;
 
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -53,8 +53,11 @@ Result<std::int64_t> checked_numel(const Shape& shape, std::string_view what) {
 }
 
 Strides contiguous_strides(const Shape& shape) {
-  Strides s = Dims::filled(shape.rank(), 1);
-  for (int i = shape.rank() - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<std::int64_t>(shape[i + 1], 1);
+  const int rank = std::min(shape.rank(), kMaxRank);
+  Strides s = Dims::filled(rank, 1);
+  // Saturates instead of overflowing: validate() rejects such shapes anyway.
+  for (int i = rank - 2; i >= 0; --i)
+    if (__builtin_mul_overflow(s[i + 1], std::max<std::int64_t>(shape[i + 1], 1), &s[i])) s[i] = INT64_MAX;
   return s;
 }
 
@@ -92,7 +95,7 @@ Status TensorDesc::validate(std::string_view what) const {
                                               shape.to_string(), strides.to_string()));
   }
   std::int64_t bits = 0;
-  if (__builtin_mul_overflow(last + 1, std::int64_t(bits_of(dtype)), &bits))
+  if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, std::int64_t(bits_of(dtype)), &bits))
     return Status::out_of_range(fmt::format("{}: byte span overflows int64", what));
   if (dtype == DType::i4 && rank() > 0 && shape[rank() - 1] > 1 && strides[rank() - 1] != 1)
     return Status::unsupported(fmt::format("{}: i4 tensors need a contiguous last dim (stride 1), got stride {}", what,

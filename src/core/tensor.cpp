@@ -26,6 +26,7 @@ Storage::~Storage() {
 }
 
 Result<Tensor> Tensor::empty(DType dtype, const Shape& shape) {
+  TESSERA_RETURN_IF_ERROR(checked_numel(shape, "shape").status());
   TensorDesc desc = TensorDesc::contiguous(dtype, shape);
   TESSERA_RETURN_IF_ERROR(desc.validate("shape"));
   TESSERA_ASSIGN_OR_RETURN(auto storage, Storage::allocate(desc.span_bytes()));
@@ -52,6 +53,8 @@ void* Tensor::data() const {
 Result<Tensor> Tensor::view(TensorDesc desc, std::int64_t offset) const {
   if (desc.dtype == DType::i4 && offset % 2 != 0)
     return Status::unsupported("i4 view: a view must start on a byte boundary (even element offset)");
+  if (desc.dtype == DType::i4 && desc.rank() > 0 && desc.shape[desc.rank() - 1] > 1 && desc.strides[desc.rank() - 1] != 1)
+    return Status::unsupported("i4 view: the last dim must stay contiguous (stride 1)");
   return Tensor(storage_, std::move(desc), offset);
 }
 
@@ -75,8 +78,6 @@ Result<Tensor> Tensor::permute(std::span<const int> order) const {
     d.shape[i] = shape()[order[i]];
     d.strides[i] = strides()[order[i]];
   }
-  if (dtype() == DType::i4 && d.rank() > 0 && d.shape[d.rank() - 1] > 1 && d.strides[d.rank() - 1] != 1)
-    return Status::unsupported("order: an i4 tensor must keep a contiguous last dim");
   return view(std::move(d), offset_);
 }
 
@@ -90,6 +91,7 @@ Result<Tensor> Tensor::transpose(int dim0, int dim1) const {
 }
 
 Result<Tensor> Tensor::reshape(const Shape& new_shape) const {
+  if (new_shape.rank() > kMaxRank) return Status::invalid_argument(fmt::format("shape: rank must be at most {}", kMaxRank));
   // Resolve -1 and check the element count.
   Shape target = new_shape;
   int infer = -1;
@@ -104,7 +106,6 @@ Result<Tensor> Tensor::reshape(const Shape& new_shape) const {
       return Status::out_of_range(fmt::format("shape: element count of {} overflows int64", target.to_string()));
     }
   }
-  if (target.rank() > kMaxRank) return Status::invalid_argument(fmt::format("shape: rank must be at most {}", kMaxRank));
   const std::int64_t n = numel();
   if (infer >= 0) {
     if (known == 0 || n % known != 0)
@@ -133,7 +134,8 @@ Result<Tensor> Tensor::reshape(const Shape& new_shape) const {
     while (lo > 0) {
       const int j = lo - 1;
       if (shape()[j] != 1) {
-        if (strides()[j] != strides()[last] * shape()[last]) break;
+        std::int64_t next = 0;
+        if (__builtin_mul_overflow(strides()[last], shape()[last], &next) || strides()[j] != next) break;
         chunk *= shape()[j];
         last = j;
       }
@@ -163,11 +165,12 @@ Result<Tensor> Tensor::slice(int dim, std::int64_t start, std::int64_t end, std:
     return Status::out_of_range(fmt::format("start: {} is outside [0, {}] for dim {}", start, size, dim));
   if (end < start || end > size)
     return Status::out_of_range(fmt::format("end: {} is outside [start={}, {}] for dim {}", end, start, size, dim));
-  if (dtype() == DType::i4 && dim == rank() - 1 && step != 1)
-    return Status::unsupported("step: an i4 tensor's last dim can only be sliced with step 1");
   TensorDesc d = desc_;
-  d.shape[dim] = (end - start + step - 1) / step;
-  d.strides[dim] = strides()[dim] * step;
+  d.shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+  // With one element or none the stride is never applied: keep it, and do
+  // not let a huge step overflow it.
+  if (d.shape[dim] > 1 && __builtin_mul_overflow(strides()[dim], step, &d.strides[dim]))
+    return Status::out_of_range(fmt::format("step: {} times stride {} overflows int64", step, strides()[dim]));
   return view(std::move(d), offset_ + start * strides()[dim]);
 }
 

@@ -97,7 +97,8 @@ void ThreadPool::run(std::int64_t tasks, TaskFn fn, void* ctx) {
   work_on_current_job();
   while (done_tasks_.load(std::memory_order_acquire) < tasks) _mm_pause();
   epoch_.fetch_add(1);  // even: the job is over
-  while (active_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // seq_cst, pairing with the worker's increment of active_ and re-read of epoch_.
+  while (active_.load() != 0) _mm_pause();
   t_in_job = false;
 }
 

@@ -20,7 +20,7 @@ ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_elem
 }
 
 RowTiling row_tiling(const RowProblem& p, const hw::Info& hw) {
-  const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / std::max<std::int64_t>(p.cols * 8, 1));
+  const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / 8 / std::max<std::int64_t>(p.cols, 1));
   const std::int64_t share = (p.rows + hw.cores - 1) / hw.cores;
   return {std::max<std::int64_t>(1, std::min(share, std::max(min_rows, (share + 3) / 4)))};
 }

@@ -1,5 +1,7 @@
 #include "ops/common.hpp"
 
+#include <utility>
+
 namespace tessera::ops::detail {
 
 Status check_float(const TensorDesc& d, std::string_view name) {
@@ -25,10 +27,35 @@ Status check_same_shape(const TensorDesc& d, std::string_view name, const Shape&
 }
 
 Status check_writable(const TensorDesc& d, std::string_view name) {
-  for (int i = 0; i < d.rank(); ++i)
-    if (d.shape[i] > 1 && d.strides[i] == 0)
-      return Status::invalid_argument(fmt::format("{}: output has stride 0 in dim {} (a broadcast view cannot be written)", name, i));
+  // Sorted by stride, each dim must step over everything the smaller dims
+  // span; then no two elements share an address (no two tasks write one).
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (stride, size)
+  int n = 0;
+  for (int i = 0; i < d.rank(); ++i) {
+    if (d.shape[i] == 0) return {};
+    if (d.shape[i] > 1) dims[n++] = {d.strides[i], d.shape[i]};
+  }
+  for (int i = 1; i < n; ++i)  // insertion sort: at most kMaxRank entries
+    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
+  std::int64_t reach = 1;  // elements covered by the dims so far
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].first < reach)
+      return Status::invalid_argument(fmt::format("{}: strides {} make elements of shape {} share memory (an output must not overlap itself)",
+                                                  name, d.strides.to_string(), d.shape.to_string()));
+    reach = dims[i].first * dims[i].second;  // fits: validate() bounded the span
+  }
   return {};
+}
+
+std::int64_t traffic_bytes(std::initializer_list<TensorDesc> descs) {
+  std::int64_t total = 0;
+  for (const TensorDesc& d : descs) {
+    std::int64_t unique = bytes_of(d.dtype);
+    for (int i = 0; i < d.rank(); ++i)
+      if (d.strides[i] != 0 || d.shape[i] == 0) unique = saturating_mul(unique, d.shape[i]);
+    if (__builtin_add_overflow(total, unique, &total)) return INT64_MAX;
+  }
+  return total;
 }
 
 Strides broadcast_strides(const TensorDesc& d, const Shape& shape) {

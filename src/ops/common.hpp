@@ -86,6 +86,17 @@ SplitDims<N> split_last(StridedDims<N> dims) {
   return s;
 }
 
+// a * b for the traffic model, saturating at INT64_MAX: broadcast (stride 0)
+// inputs can describe far more elements than memory holds.
+inline std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+// Bytes an op moves for these tensors, each read or written once: a
+// broadcast (stride 0) dim is counted once, as the data is.
+std::int64_t traffic_bytes(std::initializer_list<TensorDesc> descs);
+
 inline const char* byte_ptr(const Tensor& t) { return static_cast<const char*>(t.data()); }
 
 }  // namespace tessera::ops::detail

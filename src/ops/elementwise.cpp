@@ -31,7 +31,7 @@ class UnaryPlan final : public Plan {
  public:
   UnaryPlan(UnaryOp op, const TensorDesc& x, const TensorDesc& y, const kernels::KernelRow<kernels::UnaryFamily>* row,
             kernels::ElementwiseTiling tiling, SplitDims<2> dims)
-      : Plan(row->name, x.numel() * (bytes_of(x.dtype) + bytes_of(y.dtype)), op == UnaryOp::silu ? 4 * x.numel() : 0),
+      : Plan(row->name, traffic_bytes({x, y}), op == UnaryOp::silu ? saturating_mul(4, y.numel()) : 0),
         op_(op), descs_{x, y}, row_(row), tiling_(tiling), dims_(dims) {}
 
   std::string_view op() const override { return to_string(op_); }
@@ -68,7 +68,7 @@ class BinaryPlan final : public Plan {
  public:
   BinaryPlan(BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y,
              const kernels::KernelRow<kernels::BinaryFamily>* row, kernels::ElementwiseTiling tiling, SplitDims<3> dims)
-      : Plan(row->name, a.numel() * bytes_of(a.dtype) + b.numel() * bytes_of(b.dtype) + y.numel() * bytes_of(y.dtype), y.numel()),
+      : Plan(row->name, traffic_bytes({a, b, y}), y.numel()),
         op_(op), descs_{a, b, y}, row_(row), tiling_(tiling), dims_(dims) {}
 
   std::string_view op() const override { return to_string(op_); }

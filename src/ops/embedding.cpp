@@ -14,7 +14,7 @@ class EmbeddingPlan final : public Plan {
  public:
   EmbeddingPlan(std::array<TensorDesc, 3> descs, const kernels::KernelRow<kernels::EmbeddingFamily>* row,
                 kernels::EmbeddingTiling tiling, SplitDims<2> ids)
-      : Plan(row->name, descs[1].numel() * bytes_of(descs[1].dtype) + 2 * descs[2].numel() * bytes_of(descs[2].dtype), 0),
+      : Plan(row->name, traffic_bytes({descs[1], descs[2], descs[2]}), 0),  // ids, rows read, rows written
         descs_(descs), row_(row), tiling_(tiling), ids_(ids) {}
 
   std::string_view op() const override { return "embedding"; }

@@ -14,8 +14,8 @@ class MatmulPlan final : public Plan {
  public:
   MatmulPlan(std::array<TensorDesc, 3> d, const kernels::KernelRow<kernels::MatmulFamily>* row,
              kernels::MatmulTiling tiling, StridedDims<3> batch, std::int64_t m, std::int64_t n, std::int64_t k)
-      : Plan(row->name, d[0].numel() * bytes_of(d[0].dtype) + d[1].numel() * bytes_of(d[1].dtype) + d[2].numel() * bytes_of(d[2].dtype),
-             2 * batch.numel() * m * n * k),
+      : Plan(row->name, traffic_bytes({d[0], d[1], d[2]}),
+             saturating_mul(saturating_mul(2 * batch.numel(), m), saturating_mul(n, k))),
         descs_(d), row_(row), tiling_(tiling), batch_(batch), m_(m), n_(n), k_(k) {}
 
   std::string_view op() const override { return "matmul"; }

@@ -15,7 +15,7 @@ class RmsNormPlan final : public Plan {
  public:
   RmsNormPlan(const TensorDesc& x, const TensorDesc& g, const TensorDesc& y, RmsNormAttrs attrs,
               const kernels::KernelRow<kernels::RmsNormFamily>* row, kernels::RowTiling tiling, SplitDims<2> rows)
-      : Plan(row->name, x.numel() * (bytes_of(x.dtype) + bytes_of(y.dtype)) + g.numel() * bytes_of(g.dtype), 4 * x.numel()),
+      : Plan(row->name, traffic_bytes({x, g, y}), saturating_mul(4, y.numel())),
         descs_{x, g, y}, attrs_(attrs), row_(row), tiling_(tiling), rows_(rows) {}
 
   std::string_view op() const override { return "rms_norm"; }

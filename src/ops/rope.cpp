@@ -16,7 +16,7 @@ class RopePlan final : public Plan {
  public:
   RopePlan(std::array<TensorDesc, 5> descs, RopeAttrs attrs, const kernels::KernelRow<kernels::RopeFamily>* row,
            kernels::RopeTiling tiling, StridedDims<3> tokens)
-      : Plan(row->name, descs[0].numel() * (bytes_of(descs[0].dtype) + bytes_of(descs[4].dtype)), 3 * descs[0].numel()),
+      : Plan(row->name, traffic_bytes({descs[0], descs[4]}), saturating_mul(3, descs[4].numel())),
         descs_(descs), attrs_(attrs), row_(row), tiling_(tiling), tokens_(tokens) {}
 
   std::string_view op() const override { return "rope"; }

@@ -17,7 +17,7 @@ class SoftmaxPlan final : public Plan {
   SoftmaxPlan(std::vector<TensorDesc> inputs, const TensorDesc& y, SoftmaxAttrs attrs,
               const kernels::KernelRow<kernels::SoftmaxFamily>* row, kernels::RowTiling tiling,
               StridedDims<3> outer, std::array<std::int64_t, 3> row_strides, std::array<std::int64_t, 3> col_strides)
-      : Plan(row->name, y.numel() * (bytes_of(inputs[0].dtype) + bytes_of(y.dtype)), 5 * y.numel()),
+      : Plan(row->name, traffic_bytes({inputs[0], y}), saturating_mul(5, y.numel())),
         inputs_(std::move(inputs)), y_(y), attrs_(attrs), row_(row), tiling_(tiling), outer_(outer),
         row_strides_(row_strides), col_strides_(col_strides) {}
 

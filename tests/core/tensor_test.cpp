@@ -73,6 +73,25 @@ TEST(Tensor, ViewErrorsNameTheArgument) {
   EXPECT_TRUE(fails_naming(Tensor::wrap(nullptr, TensorDesc::contiguous(DType::f32, {2})), "data"));
   EXPECT_TRUE(fails_naming(copy(t, random_tensor(DType::f32, {3, 2}, 4)), "dst"));
   EXPECT_TRUE(Tensor::wrap(nullptr, TensorDesc::contiguous(DType::f32, {0})).ok());
+  // Rank above kMaxRank, and sizes whose strides or spans overflow.
+  EXPECT_TRUE(fails_naming(Tensor::empty(DType::f32, {1, 1, 1, 1, 1, 1, 1, 1, 1}), "shape"));
+  EXPECT_TRUE(fails_naming(t.reshape({1, 1, 1, 1, 1, 1, 1, 1, 6}), "shape"));
+  EXPECT_TRUE(fails_naming(Tensor::empty(DType::f32, {4, std::int64_t(1) << 62, 4}), "shape"));
+  EXPECT_TRUE(fails_naming(TensorDesc{DType::f32, {2}, {INT64_MAX}}.validate("x"), "x"));
+  EXPECT_TRUE(TensorDesc::contiguous(DType::f32, {0, std::int64_t(1) << 40, std::int64_t(1) << 40}).validate("x").ok());
+  // A huge step selects one element and must not overflow the stride.
+  EXPECT_EQ(value_or_die(t.slice(1, 0, 3, INT64_MAX)).shape(), (Shape{2, 1}));
+  EXPECT_EQ(value_or_die(t.slice(1, 1, 1)).shape(), (Shape{2, 0}));
+}
+
+TEST(Tensor, I4ViewsKeepAContiguousLastDim) {
+  Tensor q = zeros(DType::i4, {8, 2});
+  EXPECT_TRUE(q.reshape({16}).ok());
+  EXPECT_FALSE(q.transpose(0, 1).ok());
+  Tensor col = zeros(DType::i4, {8, 1});
+  Tensor every_other = value_or_die(col.slice(0, 0, 8, 2));
+  EXPECT_FALSE(every_other.reshape({4}).ok());  // would give the last dim stride 2
+  EXPECT_FALSE(zeros(DType::i4, {4, 3}).slice(0, 1, 2).ok());  // starts at element 3: mid-byte
 }
 
 TEST(Tensor, CopyHandlesAnyStrides) {

@@ -30,12 +30,17 @@ TEST_P(ElementwiseTest, SiluOnStridedAndExtremeInputs) {
   EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32)));
 
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> special = {0.0f, -0.0f, inf, -inf, nan, 1e-40f, -1e-40f, 88.0f, -88.0f, 100.0f, -100.0f, 3.4e38f, -3.4e38f};
+  std::vector<float> special = {0.0f, -0.0f, inf, -inf, nan, 1e-40f, -1e-40f, 88.0f, -88.0f, 100.0f, -100.0f, 3.4e38f, -3.4e38f, -80.0f};
   Tensor xs = value_or_die(Tensor::wrap(special.data(), TensorDesc::contiguous(DType::f32, {std::int64_t(special.size())})));
   Tensor ys = zeros(DType::f32, xs.shape()), rs = zeros(DType::f32, xs.shape());
   ASSERT_TRUE(ops::silu(stream_, xs, ys).ok());
   ASSERT_TRUE(ops::silu(ref_stream_, xs, rs).ok());
   EXPECT_TRUE(close(ys, rs, tolerance_for(DType::f32)));
+  const float* s = ys.data_as<float>();
+  EXPECT_EQ(s[2], inf);                                       // silu(+inf) = +inf
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(s[3]), 0x80000000u);  // silu(-inf) = -0, the limit
+  EXPECT_TRUE(std::isnan(s[4]));
+  EXPECT_NEAR(s[13] / (-80.0 * std::exp(-80.0)), 1.0, 1e-5);  // the far tail (-1.4e-33) stays accurate
 }
 
 // The vectorized casts must agree bit for bit with the scalar conversions.
@@ -138,6 +143,13 @@ TEST(ElementwiseErrors, PlanNamesTheArgument) {
   // A broadcast (stride 0) output.
   const TensorDesc bcast{DType::f32, {4, 8}, {0, 1}};
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, bcast), "y"));
+  // An output whose strides make elements share memory.
+  const TensorDesc self_overlap{DType::f32, {64, 1024}, {1, 1}};
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {64, 1024}), self_overlap), "y"));
+  const TensorDesc overlap_3d{DType::f32, {4, 3, 8}, {16, 8, 1}};  // dim 1 (3 x 8) spans 24 > 16
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), overlap_3d), "y"));
+  const TensorDesc gapped{DType::f32, {4, 3, 8}, {100, 1, 3}};  // interleaved but disjoint
+  EXPECT_TRUE(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), gapped).ok());
   // Sizes that overflow, negative dims, bad strides.
   const TensorDesc huge = TensorDesc::contiguous(DType::f32, {std::int64_t(1) << 40, std::int64_t(1) << 40});
   EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, huge, huge), "x"));

@@ -75,6 +75,15 @@ TEST(MatmulErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::bf16, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f16, {4, 5})), "c"));
 }
 
+TEST(MatmulErrors, HugeBroadcastOperandsPlanWithoutOverflow) {
+  Context ctx;
+  const std::int64_t n = std::int64_t(1) << 22;
+  const TensorDesc a{DType::f32, {n, n}, {0, 0}}, b{DType::f32, {n, n}, {0, 0}}, c{DType::f32, {n, n}, {n, 1}};
+  auto plan = ops::Matmul::plan(ctx, a, b, c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ((*plan)->flops(), INT64_MAX);  // saturated, not wrapped
+}
+
 TEST(MatmulErrors, OutputMayNotOverlapInputs) {
   Context ctx;
   Stream stream(ctx);

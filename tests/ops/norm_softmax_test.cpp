@@ -31,6 +31,12 @@ TEST_P(RowOpsTest, RmsNormStridedInPlaceAndConstantRows) {
   ASSERT_TRUE(ops::rms_norm(ref_stream_, x, g, ref).ok());
   ASSERT_TRUE(ops::rms_norm(stream_, x, g, x).ok());
   EXPECT_TRUE(close(x, ref, tolerance_for(DType::f32, 96)));
+  // Values whose f32 squares overflow still normalize.
+  Tensor big = random_tensor(DType::f32, {2, 100}, 11, 1e20f, 3e20f), gb = random_tensor(DType::f32, {100}, 12);
+  Tensor yb = zeros(DType::f32, {2, 100}), rb = zeros(DType::f32, {2, 100});
+  ASSERT_TRUE(ops::rms_norm(stream_, big, gb, yb).ok());
+  ASSERT_TRUE(ops::rms_norm(ref_stream_, big, gb, rb).ok());
+  EXPECT_TRUE(close(yb, rb, tolerance_for(DType::f32, 100)));
   // All-zero rows give zeros (eps keeps the division finite).
   Tensor z = zeros(DType::f32, {3, 64}), y = random_tensor(DType::f32, {3, 64}, 5);
   ASSERT_TRUE(ops::rms_norm(stream_, z, g.slice(0, 0, 64).value(), y).ok());

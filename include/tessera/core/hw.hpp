@@ -10,6 +10,9 @@ namespace tessera::hw {
 
 // ISA levels, lowest to highest. A kernel row needs one; TESSERA_ISA lowers
 // the ceiling so that one machine can run (and test) every level.
+//   avx2:   AVX2, FMA, F16C
+//   avx512: + AVX-512 F, BW, VL, DQ
+//   amx:    + AVX512-BF16, AVX512-FP16, AVX512-VNNI, AMX tile/BF16/INT8 (OS permission granted)
 enum class Isa : std::uint8_t { scalar, avx2, avx512, amx };
 
 std::string_view to_string(Isa isa);

@@ -2,6 +2,7 @@
 // Shapes, strides and tensor descriptors. Strides count elements, not bytes;
 // a stride of 0 is a broadcast dimension. Element counts and byte sizes are
 // computed with overflow checks, so a huge shape is an error, not a wrap-around.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <initializer_list>
@@ -27,9 +28,11 @@ class Dims {
   int rank() const { return rank_; }
   std::int64_t operator[](int i) const { return d_[i]; }
   std::int64_t& operator[](int i) { return d_[i]; }
-  std::span<const std::int64_t> span() const { return {d_.data(), std::size_t(rank_)}; }
+  // Iteration covers at most kMaxRank dims (an over-long Dims keeps rank
+  // kMaxRank + 1 only as a marker for validate()).
+  std::span<const std::int64_t> span() const { return {d_.data(), std::size_t(std::min(rank_, kMaxRank))}; }
   const std::int64_t* begin() const { return d_.data(); }
-  const std::int64_t* end() const { return d_.data() + rank_; }
+  const std::int64_t* end() const { return d_.data() + std::min(rank_, kMaxRank); }
   // Appending past kMaxRank is a programming error caught by validate_rank().
   void push_back(std::int64_t v);
   bool operator==(const Dims& o) const;

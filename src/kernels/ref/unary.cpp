@@ -13,7 +13,12 @@ void unary(const UnaryArgs& a) {
     double y = x;
     switch (a.kind) {
       case UnaryKind::identity: break;
-      case UnaryKind::silu: y = x / (1.0 + std::exp(-x)); break;
+      case UnaryKind::silu: {
+        // x * sigmoid(x) from exp(-|x|), exact in the tails; the limit -0 at -inf.
+        const double e = std::exp(-std::abs(x));
+        y = std::isinf(x) && x < 0 ? -0.0 : x * (x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
+        break;
+      }
     }
     store(a.y, a.y_dtype, i * a.y_stride, float(y));
   }

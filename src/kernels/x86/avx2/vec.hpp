@@ -60,7 +60,7 @@ static inline float hsum(__m256 v) {
 // exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
 // halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
 static inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_set1_ps(88.7228394f), x);  // operand order keeps NaN
+  x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);  // operand order keeps NaN; exp(89) -> Inf
   x = _mm256_max_ps(_mm256_set1_ps(-103.972084f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

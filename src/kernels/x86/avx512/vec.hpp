@@ -47,10 +47,10 @@ static inline void* advance(void* p, DType t, std::int64_t n) { return static_ca
 
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
-// Inf by itself). NaN in, NaN out.
+// Inf by itself). NaN in, NaN out; x above ln(FLT_MAX) gives Inf.
 static inline __m512 exp16(__m512 x) {
   // Operand order keeps a NaN x: max/min return their second operand on NaN.
-  x = _mm512_min_ps(_mm512_set1_ps(88.7228394f), x);
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
   x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
