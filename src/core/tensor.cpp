@@ -26,7 +26,6 @@ Storage::~Storage() {
 }
 
 Result<Tensor> Tensor::empty(DType dtype, const Shape& shape) {
-  TESSERA_RETURN_IF_ERROR(checked_numel(shape, "shape").status());
   TensorDesc desc = TensorDesc::contiguous(dtype, shape);
   TESSERA_RETURN_IF_ERROR(desc.validate("shape"));
   TESSERA_ASSIGN_OR_RETURN(auto storage, Storage::allocate(desc.span_bytes()));

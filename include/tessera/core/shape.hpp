@@ -33,7 +33,7 @@ class Dims {
   std::span<const std::int64_t> span() const { return {d_.data(), std::size_t(std::min(rank_, kMaxRank))}; }
   const std::int64_t* begin() const { return d_.data(); }
   const std::int64_t* end() const { return d_.data() + std::min(rank_, kMaxRank); }
-  // Appending past kMaxRank is a programming error caught by validate_rank().
+  // Appending past kMaxRank leaves the over-long marker that validate() reports.
   void push_back(std::int64_t v);
   bool operator==(const Dims& o) const;
   std::string to_string() const;  // "[2, 3, 4]"
