@@ -5,24 +5,63 @@
 namespace tessera::kernels {
 
 namespace {
-bool f32_unit_n(const MatmulProblem& p) {
-  return p.a == DType::f32 && p.b == DType::f32 && p.c == DType::f32 && p.b_col_stride == 1 && p.c_col_stride == 1;
+
+bool unit_output(const MatmulProblem& p) { return p.c_col_stride == 1 && p.residual_unit; }
+
+// AVX-512 f32: any float A, raw float B or any packed weights (dequantized
+// into f32 panels); W8A8 is computed in f32 on the int8-rounded values.
+bool f32_supports(const MatmulProblem& p) { return unit_output(p); }
+
+// AMX bf16: bf16 activations with bf16 B (raw or packed), or any float
+// activations with packed bf16 weights, or (prefill, M >= 16) with
+// quantized weights dequantized to bf16 tiles on chip. Activations are
+// rounded to bf16 on the way into the tiles.
+bool amx_bf16_supports(const MatmulProblem& p) {
+  if (!unit_output(p) || p.quantize_a) return false;
+  if (p.b_packed) return p.b == DType::bf16 || ((p.b == DType::i8 || p.b == DType::i4) && p.m >= 16);
+  return p.a == DType::bf16 && p.b == DType::bf16;
 }
-// Tiles of C big enough to reuse each B panel across many rows, small
-// enough that a batch-1 projection still splits over every core.
-MatmulTiling tiling(const MatmulProblem& p, const hw::Info& hw) {
-  std::int64_t m_block = std::min<std::int64_t>(96, std::max<std::int64_t>(p.m, 1));
-  std::int64_t n_block = 256;
-  const auto tiles = [&] { return ((p.m + m_block - 1) / m_block) * ((p.n + n_block - 1) / n_block); };
-  while (tiles() < 2 * hw.cores && n_block > 32) n_block /= 2;
-  return {m_block, n_block};
+
+// AMX int8: W8A8, int8 weights with one scale per output channel.
+bool amx_int8_supports(const MatmulProblem& p) { return unit_output(p) && p.quantize_a && p.b_packed && p.b == DType::i8; }
+
+// Splits N so that there are at least 4 tasks per core (cores drift in
+// speed here; more, smaller tasks even out), in panel multiples, at most
+// max_n wide.
+std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int64_t max_n, const hw::Info& hw) {
+  const std::int64_t want = std::max<std::int64_t>(1, (4 * hw.cores + m_tasks - 1) / m_tasks);
+  const std::int64_t n_block = round_up((p.n + want - 1) / want, kPanelCols);
+  return std::clamp(n_block, kPanelCols, std::max(kPanelCols, max_n));
 }
+
+// f32: the B panel (k_block x 32 floats) fills two thirds of L1; 14-row
+// micro-tiles; a task's A slice (m_block x k_block) stays far inside L2.
+MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
+  const std::int64_t k_block = std::max<std::int64_t>(64, hw.l1d_bytes * 2 / 3 / (kPanelCols * 4) / 16 * 16);
+  const std::int64_t m_block = std::min<std::int64_t>(std::max<std::int64_t>(p.m, 1), 8 * 14);
+  const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
+  return {m_block, n_block_for(p, m_tasks, 512, hw), k_block};
+}
+
+// AMX: 32 x 32 blocks of C (2 x 2 tiles); the A slice (m_block x k_block
+// bf16) takes a quarter of L2, so the B panels of a task stream past it.
+MatmulTiling amx_tiling(const MatmulProblem& p, const hw::Info& hw, std::int64_t k_step, std::int64_t a_bytes) {
+  const std::int64_t m_block = std::min<std::int64_t>(round_up(std::max<std::int64_t>(p.m, 1), 16), 128);
+  const std::int64_t k_block = std::clamp<std::int64_t>(hw.l2_bytes / 4 / (m_block * a_bytes) / k_step * k_step, k_step, 4096);
+  const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
+  return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
+}
+MatmulTiling amx_bf16_tiling(const MatmulProblem& p, const hw::Info& hw) { return amx_tiling(p, hw, kBf16KStep, 2); }
+MatmulTiling amx_int8_tiling(const MatmulProblem& p, const hw::Info& hw) { return amx_tiling(p, hw, 64, 1); }
+
 }  // namespace
 
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
-      {"matmul_f32_avx512", hw::Isa::avx512, f32_unit_n, tiling, avx512::matmul_f32},
-      {"matmul_ref", hw::Isa::scalar, supports_all, tiling, ref::matmul},
+      {"matmul_int8_amx", hw::Isa::amx, amx_int8_supports, amx_int8_tiling, amx::matmul_int8},
+      {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
+      {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
+      {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},
   };
   return kRows;
 }

@@ -1,19 +1,37 @@
 #pragma once
-// Matmul family: C[m, n] = sum_k A[m, k] * B[k, n] for one matrix of a batch,
-// computing the tile [m0, m1) x [n0, n1). Any strides: a transposed operand
-// is just a stride pair. Accumulation is f32 or wider.
+// Matmul family: C[m, n] = epilogue(sum_k A[m, k] * B[k, n]) for one matrix
+// of a batch, computing the tile [m0, m1) x [n0, n1). A is any float dtype
+// with any strides. B is either a strided float matrix or weights packed
+// once (packed_weights.hpp). Accumulation is f32 (i32 for int8 x int8).
 #include <cstdint>
 #include <span>
 
+#include "kernels/packed_weights.hpp"
 #include "kernels/registry.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels {
 
+enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
+
+// c = act(scale * acc + bias[n]) + residual[m, n], rounded to c's dtype.
+struct EpilogueArgs {
+  float scale = 1.0f;
+  Act act = Act::none;
+  const void* bias = nullptr;  // [N], unit stride
+  DType bias_dtype = DType::f32;
+  const void* residual = nullptr;  // unit column stride
+  DType residual_dtype = DType::f32;
+  std::int64_t residual_row_stride = 0, residual_col_stride = 1;
+};
+
 struct MatmulProblem {
-  DType a, b, c;
+  DType a, b, c;  // b: the raw dtype, or the packed weights' dtype
+  bool b_packed;
+  bool quantize_a;  // W8A8: rows of A quantized to int8 per token (int8 packed B only)
   std::int64_t m, n, k;
-  std::int64_t a_col_stride, b_col_stride, c_col_stride;  // stride along K for A, along N for B and C
+  std::int64_t a_col_stride, b_col_stride, c_col_stride;
+  bool residual_unit;  // no residual, or one with unit column stride
 };
 
 struct MatmulArgs {
@@ -21,25 +39,43 @@ struct MatmulArgs {
   std::int64_t k;
   const void* a;
   std::int64_t a_row_stride, a_col_stride;
-  const void* b;
+  const void* b;  // raw B (when packed == nullptr)
   std::int64_t b_row_stride, b_col_stride;
+  const PackedB* packed;
+  bool quantize_a;
   void* c;
   std::int64_t c_row_stride, c_col_stride;
+  EpilogueArgs ep;
 };
 
+// Tile of C per task, and the K slice a kernel keeps on chip (0: the row's choice).
 struct MatmulTiling {
-  std::int64_t m_block, n_block;  // tile of C per task
+  std::int64_t m_block, n_block, k_block;
 };
 
 struct MatmulFamily {
   using Problem = MatmulProblem;
   using Tiling = MatmulTiling;
-  using Run = void (*)(const MatmulArgs&, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1);
+  using Run = void (*)(const MatmulArgs&, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                       std::int64_t n1);
 };
 
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily);
 
-namespace ref { void matmul(const MatmulArgs& a, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1); }
-namespace avx512 { void matmul_f32(const MatmulArgs& a, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1); }
+// W8A8: each row of A is rounded to q = clamp(rne(a * (1 / scale)), -127, 127)
+// with scale = max|a| / 127 (1 for an all-zero row). A row holding NaN or Inf
+// gets a NaN scale, so its outputs are NaN. One definition for every kernel.
+static inline float w8a8_row_scale(float absmax, bool finite) {
+  if (!finite) return __builtin_nanf("");
+  return absmax > 0.0f ? absmax / 127.0f : 1.0f;
+}
+
+#define TESSERA_MATMUL_KERNEL(name) \
+  void name(const MatmulArgs&, const MatmulTiling&, std::int64_t, std::int64_t, std::int64_t, std::int64_t)
+namespace ref { TESSERA_MATMUL_KERNEL(matmul); }
+namespace avx2 { TESSERA_MATMUL_KERNEL(matmul_f32); }
+namespace avx512 { TESSERA_MATMUL_KERNEL(matmul_f32); }
+namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
+#undef TESSERA_MATMUL_KERNEL
 
 }  // namespace tessera::kernels

@@ -1,5 +1,8 @@
 #include "tessera/ops/matmul.hpp"
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/matmul.hpp"
 #include "ops/common.hpp"
 #include "tessera/ops/elementwise.hpp"
@@ -8,53 +11,169 @@ namespace tessera::ops {
 
 using namespace detail;
 
+std::string_view to_string(Activation a) {
+  switch (a) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::gelu_erf: return "gelu_erf";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::silu: return "silu";
+  }
+  return "?";
+}
+
 namespace {
 
-class MatmulPlan final : public Plan {
- public:
-  MatmulPlan(std::array<TensorDesc, 3> d, const kernels::KernelRow<kernels::MatmulFamily>* row,
-             kernels::MatmulTiling tiling, StridedDims<3> batch, std::int64_t m, std::int64_t n, std::int64_t k)
-      : Plan(row->name, traffic_bytes({d[0], d[1], d[2]}),
-             saturating_mul(saturating_mul(2 * batch.numel(), m), saturating_mul(n, k))),
-        descs_(d), row_(row), tiling_(tiling), batch_(batch), m_(m), n_(n), k_(k) {}
+using Row = kernels::KernelRow<kernels::MatmulFamily>;
 
-  std::string_view op() const override { return "matmul"; }
+// Where the matrices of a batch are: batch dims walked for operands
+// (a, b, c, residual), and the strides inside one matrix.
+struct Geometry {
+  StridedDims<4> batch;
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t a_rs = 0, a_cs = 0, b_rs = 0, b_cs = 0, c_rs = 0, c_cs = 0, r_rs = 0, r_cs = 0;
+};
+
+class GemmPlan final : public Plan {
+ public:
+  struct Spec {
+    std::string_view op;
+    std::vector<TensorDesc> inputs;  // a, [b], [bias], [residual]
+    std::vector<std::string_view> names;
+    TensorDesc c;
+    const Row* row;
+    kernels::MatmulTiling tiling;
+    Geometry g;
+    Epilogue epilogue;
+    WeightsPtr weights;
+    bool quantize_a = false;
+    std::int64_t bytes = 0;
+  };
+
+  explicit GemmPlan(Spec s)
+      : Plan(s.row->name, s.bytes,
+             saturating_mul(saturating_mul(2 * s.g.batch.numel(), s.g.m), saturating_mul(s.g.n, s.g.k))),
+        s_(std::move(s)) {
+    if (s_.weights) {
+      const PackedWeights& w = *s_.weights;
+      packed_ = {w.dtype(), w.k(), w.n(), w.values(), w.scales(), w.quant().scale_dtype, w.zeros(), w.group_size()};
+    }
+  }
+
+  std::string_view op() const override { return s_.op; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"a", "b"}, kOut[] = {"c"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), 2), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + 2, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[0], "a", false));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[1], "b", false));
-    return stream.submit(op(), [&] {
-      const TensorDesc &a = descs_[0], &b = descs_[1], &c = descs_[2];
-      const int ra = a.rank(), rb = b.rank(), rc = c.rank();
-      const kernels::MatmulArgs args{a.dtype, b.dtype, c.dtype, k_, nullptr, a.strides[ra - 2], a.strides[ra - 1],
-                                     nullptr, b.strides[rb - 2], b.strides[rb - 1], nullptr, c.strides[rc - 2],
-                                     c.strides[rc - 1]};
-      const std::int64_t mb = (m_ + tiling_.m_block - 1) / tiling_.m_block, nb = (n_ + tiling_.n_block - 1) / tiling_.n_block;
-      const std::int64_t per_matrix = mb * nb;
-      auto task = [&](std::int64_t t) {
-        const auto off = batch_.offsets(t / per_matrix);
-        const std::int64_t tile = t % per_matrix, m0 = (tile / nb) * tiling_.m_block, n0 = (tile % nb) * tiling_.n_block;
-        kernels::MatmulArgs p = args;
-        p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
-        p.b = byte_ptr(in[1]) + off[1] * bytes_of(b.dtype);
-        p.c = const_cast<char*>(byte_ptr(out[0])) + off[2] * bytes_of(c.dtype);
-        row_->run(p, m0, std::min(m_, m0 + tiling_.m_block), n0, std::min(n_, n0 + tiling_.n_block));
-      };
-      stream.context().pool().run_tasks(batch_.numel() * per_matrix, task);
+    static constexpr std::string_view kOut[] = {"c"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.c, 1), kOut));
+    const std::size_t n_in = in.size(), residual = s_.epilogue.residual ? n_in - 1 : n_in;
+    for (std::size_t i = 0; i < n_in; ++i)
+      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[i], s_.names[i], i == residual));
+    return stream.submit(op(), [this, &stream, in, out] {
+      execute(stream.context().pool(), in, out[0]);
       return Status{};
     });
   }
 
  private:
-  std::array<TensorDesc, 3> descs_;
-  const kernels::KernelRow<kernels::MatmulFamily>* row_;
-  kernels::MatmulTiling tiling_;
-  StridedDims<3> batch_;
-  std::int64_t m_, n_, k_;
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& c) const {
+    const Geometry& g = s_.g;
+    const TensorDesc& a = s_.inputs[0];
+    const bool has_b = !s_.weights;
+    std::size_t next = has_b ? 2 : 1;
+    const Tensor* bias = s_.epilogue.bias ? &in[next++] : nullptr;
+    const Tensor* res = s_.epilogue.residual ? &in[next] : nullptr;
+    kernels::MatmulArgs args{};
+    args.a_dtype = a.dtype;
+    args.b_dtype = has_b ? s_.inputs[1].dtype : packed_.dtype;
+    args.c_dtype = s_.c.dtype;
+    args.k = g.k;
+    args.a_row_stride = g.a_rs, args.a_col_stride = g.a_cs;
+    args.b_row_stride = g.b_rs, args.b_col_stride = g.b_cs;
+    args.packed = has_b ? nullptr : &packed_;
+    args.quantize_a = s_.quantize_a;
+    args.c_row_stride = g.c_rs, args.c_col_stride = g.c_cs;
+    args.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), bias ? bias->data() : nullptr,
+               bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
+    const kernels::MatmulTiling& t = s_.tiling;
+    const std::int64_t mb = (g.m + t.m_block - 1) / t.m_block, nb = (g.n + t.n_block - 1) / t.n_block;
+    const std::int64_t per_matrix = mb * nb;
+    auto task_fn = [&](std::int64_t task) {
+      const auto off = g.batch.offsets(task / per_matrix);
+      const std::int64_t tile = task % per_matrix, m0 = tile / nb * t.m_block, n0 = tile % nb * t.n_block;
+      kernels::MatmulArgs p = args;
+      p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
+      if (has_b) p.b = byte_ptr(in[1]) + off[1] * bytes_of(args.b_dtype);
+      p.c = const_cast<char*>(byte_ptr(c)) + off[2] * bytes_of(args.c_dtype);
+      if (res) p.ep.residual = byte_ptr(*res) + off[3] * bytes_of(res->dtype());
+      s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
+    };
+    pool.run_tasks(g.batch.numel() * per_matrix, task_fn);
+  }
+
+  Spec s_;
+  kernels::PackedB packed_{};
 };
+
+Status check_epilogue(const Epilogue& e, std::int64_t n, const TensorDesc& c) {
+  if (!std::isfinite(e.scale)) return Status::invalid_argument(fmt::format("epilogue.scale: {} must be finite", e.scale));
+  if (e.activation > Activation::silu)
+    return Status::invalid_argument(fmt::format("epilogue.activation: unknown value {}", int(e.activation)));
+  if (e.bias) {
+    const TensorDesc& b = *e.bias;
+    TESSERA_RETURN_IF_ERROR(b.validate("bias"));
+    TESSERA_RETURN_IF_ERROR(check_float(b, "bias"));
+    TESSERA_RETURN_IF_ERROR(check_same_shape(b, "bias", Shape{n}, "[N] ="));
+    if (n > 1 && b.strides[0] != 1)
+      return Status::invalid_argument(fmt::format("bias: stride {} must be 1 (a contiguous [N] vector)", b.strides[0]));
+  }
+  if (e.residual) {
+    TESSERA_RETURN_IF_ERROR(e.residual->validate("residual"));
+    TESSERA_RETURN_IF_ERROR(check_float(*e.residual, "residual"));
+    TESSERA_RETURN_IF_ERROR(check_same_shape(*e.residual, "residual", c.shape, "c's shape"));
+  }
+  return {};
+}
+
+Status check_output(const TensorDesc& c, const Shape& expected) {
+  TESSERA_RETURN_IF_ERROR(check_same_shape(c, "c", expected, "the expected output shape"));
+  return check_writable(c, "c");
+}
+
+// The residual's strides over the output shape (zeros when there is none).
+Strides residual_strides(const Epilogue& e, const TensorDesc& c) {
+  return e.residual ? e.residual->strides : Strides::filled(c.rank(), 0);
+}
+
+Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
+  const Geometry& g = spec.g;
+  const kernels::MatmulProblem problem{spec.inputs[0].dtype,
+                                       spec.weights ? spec.weights->dtype() : spec.inputs[1].dtype,
+                                       spec.c.dtype,
+                                       spec.weights != nullptr,
+                                       spec.quantize_a,
+                                       g.m,
+                                       g.n,
+                                       g.k,
+                                       g.a_cs,
+                                       spec.weights ? 1 : g.b_cs,
+                                       g.c_cs,
+                                       !spec.epilogue.residual || g.r_cs == 1 || g.n <= 1};
+  spec.row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
+  spec.tiling = spec.row->tiling(problem, ctx.hw());
+  return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
+}
+
+// Appends the epilogue's tensors to the inputs and counts the bytes every
+// tensor moves (packed weights add theirs).
+void add_epilogue_inputs(GemmPlan::Spec& spec) {
+  if (spec.epilogue.bias) spec.inputs.push_back(*spec.epilogue.bias), spec.names.push_back("bias");
+  if (spec.epilogue.residual) spec.inputs.push_back(*spec.epilogue.residual), spec.names.push_back("residual");
+  std::int64_t bytes = traffic_bytes({spec.c});
+  for (const TensorDesc& d : spec.inputs) bytes = std::min<std::int64_t>(INT64_MAX / 2, bytes) + std::min<std::int64_t>(INT64_MAX / 2, traffic_bytes({d}));
+  if (spec.weights) bytes = std::min<std::int64_t>(INT64_MAX / 2, bytes) + spec.weights->bytes();
+  spec.bytes = bytes;
+}
 
 TensorDesc batch_part(const TensorDesc& d) {
   TensorDesc out{d.dtype, {}, {}};
@@ -64,7 +183,8 @@ TensorDesc batch_part(const TensorDesc& d) {
 
 }  // namespace
 
-Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc& b, const TensorDesc& c) {
+Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc& b, const TensorDesc& c,
+                             const Epilogue& epilogue) {
   TESSERA_RETURN_IF_ERROR(a.validate("a"));
   TESSERA_RETURN_IF_ERROR(b.validate("b"));
   TESSERA_RETURN_IF_ERROR(c.validate("c"));
@@ -80,28 +200,102 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
   if (b.shape[b.rank() - 2] != k)
     return Status::invalid_argument(fmt::format("b: shape {} has K = {} rows, expected a's K = {} (a is {})",
                                                 b.shape.to_string(), b.shape[b.rank() - 2], k, a.shape.to_string()));
-  const TensorDesc ab = batch_part(a), bb = batch_part(b), cb = batch_part(c);
+  const TensorDesc ab = batch_part(a), bb = batch_part(b);
   Result<Shape> batch = broadcast_shapes(ab.shape, bb.shape);
   if (!batch.ok())
     return Status::invalid_argument(fmt::format("b: batch dims {} do not broadcast with a's batch dims {}", bb.shape.to_string(), ab.shape.to_string()));
   Shape expected = *batch;
   expected.push_back(m);
   expected.push_back(n);
-  TESSERA_RETURN_IF_ERROR(check_same_shape(c, "c", expected, "the broadcast batch + [M, N]"));
-  TESSERA_RETURN_IF_ERROR(check_writable(c, "c"));
+  TESSERA_RETURN_IF_ERROR(check_output(c, expected));
+  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
 
-  const auto batch_dims = collapse<3>(*batch, {broadcast_strides(ab, *batch), broadcast_strides(bb, *batch), cb.strides});
-  const kernels::MatmulProblem problem{a.dtype, b.dtype, c.dtype, m, n, k,
-                                       a.strides[a.rank() - 1], b.strides[b.rank() - 1], c.strides[c.rank() - 1]};
-  const auto* row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
-  return PlanPtr(std::make_shared<MatmulPlan>(std::array{a, b, c}, row, row->tiling(problem, ctx.hw()), batch_dims, m, n, k));
+  GemmPlan::Spec spec{.op = "matmul", .inputs = {a, b}, .names = {"a", "b"}, .c = c, .epilogue = epilogue};
+  add_epilogue_inputs(spec);
+  const TensorDesc cb = batch_part(c), rb = batch_part(TensorDesc{c.dtype, c.shape, residual_strides(epilogue, c)});
+  Geometry& g = spec.g;
+  g.batch = collapse<4>(*batch, {broadcast_strides(ab, *batch), broadcast_strides(bb, *batch), cb.strides, rb.strides});
+  g.m = m, g.n = n, g.k = k;
+  const int ra = a.rank(), rbk = b.rank(), rc = c.rank();
+  g.a_rs = a.strides[ra - 2], g.a_cs = a.strides[ra - 1];
+  g.b_rs = b.strides[rbk - 2], g.b_cs = b.strides[rbk - 1];
+  g.c_rs = c.strides[rc - 2], g.c_cs = c.strides[rc - 1];
+  const Strides rs = residual_strides(epilogue, c);
+  g.r_rs = rs[rc - 2], g.r_cs = rs[rc - 1];
+  return finish(ctx, std::move(spec));
 }
 
-Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c) {
+Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& e) {
+  Epilogue ep{e.scale, e.activation, {}, {}};
+  std::vector<Tensor> in = {a, b};
+  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias);
+  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual);
   PlanKey key("matmul", stream.context().isa());
-  key.add(a.desc()).add(b.desc()).add(c.desc());
-  const Tensor in[] = {a, b}, out[] = {c};
-  return run_cached(stream, key, [&] { return Matmul::plan(stream.context(), a.desc(), b.desc(), c.desc()); }, in, out);
+  key.add(a.desc()).add(b.desc()).add(c.desc()).add(e.scale).add(std::int64_t(e.activation));
+  if (ep.bias) key.add(*ep.bias);
+  key.add(std::int64_t(-1));  // separates the optional descs
+  if (ep.residual) key.add(*ep.residual);
+  const Tensor out[] = {c};
+  return run_cached(stream, key, [&] { return Matmul::plan(stream.context(), a.desc(), b.desc(), c.desc(), ep); }, in, out);
+}
+
+// ----------------------------------------------------------------- Linear
+
+Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
+                             const Epilogue& epilogue, const LinearOptions& options) {
+  if (!w) return Status::invalid_argument("w: no weights (null WeightsPtr)");
+  TESSERA_RETURN_IF_ERROR(a.validate("a"));
+  TESSERA_RETURN_IF_ERROR(c.validate("c"));
+  TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
+  TESSERA_RETURN_IF_ERROR(check_float(c, "c"));
+  TESSERA_RETURN_IF_ERROR(check_rank(a, "a", 1));
+  const std::int64_t k = a.shape[a.rank() - 1], n = w->n();
+  if (k != w->k())
+    return Status::invalid_argument(fmt::format("a: last dim {} (shape {}) must equal the weights' K = {}", k, a.shape.to_string(), w->k()));
+  if (options.quantize_activations && (w->dtype() != DType::i8 || w->quant().zero_points || w->group_size() != w->k()))
+    return Status::invalid_argument(
+        "options.quantize_activations: W8A8 needs int8 weights quantized per output channel (group_size 0) without zero points");
+  Shape expected = a.shape;
+  expected[expected.rank() - 1] = n;
+  TESSERA_RETURN_IF_ERROR(check_output(c, expected));
+  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
+
+  GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w,
+                      .quantize_a = options.quantize_activations};
+  add_epilogue_inputs(spec);
+  // Leading dims of a, c and the residual collapse (usually to one): the
+  // last collapsed dim is M, the rest is the batch.
+  const int r = a.rank();
+  Shape lead;
+  Strides sa, sc, sr;
+  const Strides rs = residual_strides(epilogue, c);
+  for (int i = 0; i + 1 < r; ++i)
+    lead.push_back(a.shape[i]), sa.push_back(a.strides[i]), sc.push_back(c.strides[i]), sr.push_back(rs[i]);
+  const auto split = split_last(collapse<4>(lead, {sa, Strides::filled(r - 1, 0), sc, sr}));
+  Geometry& g = spec.g;
+  g.batch = split.outer;
+  g.m = split.inner, g.n = n, g.k = k;
+  g.a_rs = split.inner_strides[0], g.a_cs = a.strides[r - 1];
+  g.c_rs = split.inner_strides[2], g.c_cs = c.strides[r - 1];
+  g.r_rs = split.inner_strides[3], g.r_cs = rs[r - 1];
+  return finish(ctx, std::move(spec));
+}
+
+Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c, const EpilogueTensors& e,
+              const LinearOptions& options) {
+  Epilogue ep{e.scale, e.activation, {}, {}};
+  std::vector<Tensor> in = {a};
+  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias);
+  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual);
+  PlanKey key("linear", stream.context().isa());
+  // The weights by identity: the plan holds them, so the address stays theirs while the entry lives.
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(std::int64_t(options.quantize_activations));
+  key.add(a.desc()).add(c.desc()).add(e.scale).add(std::int64_t(e.activation));
+  if (ep.bias) key.add(*ep.bias);
+  key.add(std::int64_t(-1));
+  if (ep.residual) key.add(*ep.residual);
+  const Tensor out[] = {c};
+  return run_cached(stream, key, [&] { return Linear::plan(stream.context(), a.desc(), w, c.desc(), ep, options); }, in, out);
 }
 
 }  // namespace tessera::ops

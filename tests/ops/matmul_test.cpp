@@ -3,14 +3,17 @@
 namespace tessera::testing {
 namespace {
 
+using ops::Activation;
+using ops::EpilogueTensors;
+
 class MatmulTest : public IsaTest {
  protected:
-
-  void check(const Tensor& a, const Tensor& b, const Shape& c_shape, DType c_dtype) {
+  void check(const Tensor& a, const Tensor& b, const Shape& c_shape, DType c_dtype, const EpilogueTensors& e = {}) {
     Tensor c = zeros(c_dtype, c_shape), ref = zeros(c_dtype, c_shape);
-    ASSERT_TRUE(ops::matmul(stream_, a, b, c).ok());
-    ASSERT_TRUE(ops::matmul(ref_stream_, a, b, ref).ok());
-    EXPECT_TRUE(close(c, ref, tolerance_for(c_dtype, a.dim(a.rank() - 1))));
+    ASSERT_TRUE(ops::matmul(stream_, a, b, c, e).ok());
+    ASSERT_TRUE(ops::matmul(ref_stream_, a, b, ref, e).ok());
+    const bool through_bf16 = a.dtype() != DType::f32 || c_dtype != DType::f32;
+    EXPECT_TRUE(close(c, ref, tolerance_for(through_bf16 ? DType::bf16 : DType::f32, a.dim(a.rank() - 1))));
   }
 };
 
@@ -25,21 +28,27 @@ TEST_P(MatmulTest, AllSizeCombinations) {
 }
 
 TEST_P(MatmulTest, LargeAndKSlices) {
-  // K past one L1 slice (256), N not a multiple of the 32-wide panel.
+  // K past one L1 slice (256), N not a multiple of the 32-wide panel, M past a task.
   check(random_tensor(DType::f32, {1000, 300}, 3), random_tensor(DType::f32, {300, 77}, 4), {1000, 77}, DType::f32);
   check(random_tensor(DType::f32, {64, 1000}, 5), random_tensor(DType::f32, {1000, 1000}, 6), {64, 1000}, DType::f32);
 }
 
-TEST_P(MatmulTest, DtypesAndZeroK) {
+TEST_P(MatmulTest, Bf16AndF16) {
   for (DType dt : {DType::bf16, DType::f16}) {
-    SCOPED_TRACE(to_string(dt));
-    check(random_tensor(dt, {17, 64}, 7), random_tensor(dt, {64, 33}, 8), {17, 33}, dt);
-    check(random_tensor(dt, {17, 64}, 7), random_tensor(dt, {64, 33}, 8), {17, 33}, DType::f32);
+    for (auto [m, n, k] : {std::array<std::int64_t, 3>{1, 33, 64}, {17, 33, 64}, {40, 100, 1000}, {3, 17, 255}}) {
+      SCOPED_TRACE(fmt::format("{} m={} n={} k={}", to_string(dt), m, n, k));
+      check(random_tensor(dt, {m, k}, 7), random_tensor(dt, {k, n}, 8), {m, n}, dt);
+      check(random_tensor(dt, {m, k}, 7), random_tensor(dt, {k, n}, 8), {m, n}, DType::f32);
+    }
   }
-  // K = 0: C is zeros.
-  Tensor c = random_tensor(DType::f32, {5, 40}, 9);
-  ASSERT_TRUE(ops::matmul(stream_, zeros(DType::f32, {5, 0}), zeros(DType::f32, {0, 40}), c).ok());
-  for (std::int64_t i = 0; i < c.numel(); ++i) ASSERT_EQ(c.data_as<float>()[i], 0.0f);
+}
+
+TEST_P(MatmulTest, ZeroK) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor c = random_tensor(DType::f32, {5, 40}, 9);
+    ASSERT_TRUE(ops::matmul(stream_, zeros(dt, {5, 0}), zeros(dt, {0, 40}), c).ok());
+    for (std::int64_t i = 0; i < c.numel(); ++i) ASSERT_EQ(c.data_as<float>()[i], 0.0f);
+  }
 }
 
 TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
@@ -47,10 +56,12 @@ TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
   check(random_tensor(DType::f32, {2, 3, 17, 40}, 10), random_tensor(DType::f32, {3, 40, 33}, 11), {2, 3, 17, 33}, DType::f32);
   // Shared weight [K, N] across a batch.
   check(random_tensor(DType::f32, {4, 9, 64}, 12), random_tensor(DType::f32, {64, 48}, 13), {4, 9, 48}, DType::f32);
-  // A^T and B^T through strides (attention's Q K^T).
-  Tensor at = value_or_die(random_tensor(DType::f32, {3, 40, 17}, 14).transpose(1, 2));
-  Tensor bt = value_or_die(random_tensor(DType::f32, {3, 33, 40}, 15).transpose(1, 2));
-  check(at, bt, {3, 17, 33}, DType::f32);
+  // A^T and B^T through strides (attention's Q K^T), f32 and bf16.
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor at = value_or_die(random_tensor(dt, {3, 40, 17}, 14).transpose(1, 2));
+    Tensor bt = value_or_die(random_tensor(dt, {3, 33, 40}, 15).transpose(1, 2));
+    check(at, bt, {3, 17, 33}, DType::f32);
+  }
   // Output written into a strided view ([H, S, D] view of [S, H, D]).
   Tensor out_storage = zeros(DType::f32, {17, 3, 33});
   Tensor c = value_or_die(out_storage.permute({1, 0, 2}));
@@ -59,6 +70,27 @@ TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
   ASSERT_TRUE(ops::matmul(stream_, a, b, c).ok());
   ASSERT_TRUE(ops::matmul(ref_stream_, a, b, ref).ok());
   EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, 40)));
+}
+
+TEST_P(MatmulTest, EveryEpilogue) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu}) {
+      SCOPED_TRACE(fmt::format("{} {}", to_string(dt), ops::to_string(act)));
+      const std::int64_t m = 37, n = 70, k = 96;
+      EpilogueTensors e{.scale = 0.5f, .activation = act, .bias = random_tensor(DType::f32, {n}, 20),
+                        .residual = random_tensor(dt, {m, n}, 21)};
+      check(random_tensor(dt, {m, k}, 18, -2, 2), random_tensor(dt, {k, n}, 19), {m, n}, dt, e);
+      check(random_tensor(dt, {m, k}, 18, -2, 2), random_tensor(dt, {k, n}, 19), {m, n}, DType::f32, {.activation = act});
+    }
+}
+
+TEST_P(MatmulTest, ResidualMayBeTheOutput) {
+  // c = a x b + c, in place.
+  Tensor a = random_tensor(DType::f32, {20, 48}, 22), b = random_tensor(DType::f32, {48, 36}, 23);
+  Tensor c = random_tensor(DType::f32, {20, 36}, 24), expected = zeros(DType::f32, {20, 36});
+  ASSERT_TRUE(ops::matmul(ref_stream_, a, b, expected, {.residual = c}).ok());
+  ASSERT_TRUE(ops::matmul(stream_, a, b, c, {.residual = c}).ok());
+  EXPECT_TRUE(close(c, expected, tolerance_for(DType::f32, 48)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulTest, ::testing::ValuesIn(isa_levels()), isa_name);
@@ -73,6 +105,13 @@ TEST(MatmulErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::i8, {4, 8}), d(DType::i8, {8, 5}), d(DType::f32, {4, 5})), "a"));
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {2, 4, 8}), d(DType::f32, {3, 8, 5}), d(DType::f32, {2, 4, 5})), "b"));
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::bf16, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f16, {4, 5})), "c"));
+  const auto a = d(DType::f32, {4, 8}), b = d(DType::f32, {8, 5}), c = d(DType::f32, {4, 5});
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.bias = d(DType::f32, {4})}), "bias"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.bias = TensorDesc{DType::f32, {5}, {2}}}), "bias"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.bias = d(DType::i32, {5})}), "bias"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.residual = d(DType::f32, {1, 5})}), "residual"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.scale = __builtin_nanf("")}), "epilogue.scale"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, a, b, c, {.activation = Activation(42)}), "epilogue.activation"));
 }
 
 TEST(MatmulErrors, HugeBroadcastOperandsPlanWithoutOverflow) {
@@ -90,6 +129,9 @@ TEST(MatmulErrors, OutputMayNotOverlapInputs) {
   Tensor a = random_tensor(DType::f32, {8, 8}, 1), b = random_tensor(DType::f32, {8, 8}, 2);
   EXPECT_TRUE(fails_naming(ops::matmul(stream, a, b, a), "c"));
   EXPECT_TRUE(fails_naming(ops::matmul(stream, a, b, b), "c"));
+  Tensor c = zeros(DType::f32, {8, 8});
+  Tensor shifted = value_or_die(c.slice(0, 1, 8));
+  EXPECT_TRUE(fails_naming(ops::matmul(stream, value_or_die(a.slice(0, 0, 7)), b, shifted, {.residual = value_or_die(c.slice(0, 0, 7))}), "c"));
 }
 
 }  // namespace

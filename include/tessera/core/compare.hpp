@@ -21,6 +21,11 @@ struct Tolerance {
 //   f32:  atol 1e-5 * sqrt(reduction), rtol 1e-5 — a few f32 ulps.
 //   f16:  atol 2e-3 * sqrt(reduction), rtol 2e-3 — 2 ulps of f16 (2^-10 relative spacing).
 //   bf16: atol 1e-2 * sqrt(reduction), rtol 1e-2 — 2 ulps of bf16 (2^-7 relative spacing).
+// A result computed through bf16 operands is held to the bf16 tolerance even
+// when stored as f32: matmuls with bf16 or int8 / int4 weights on AMX round
+// their operands to bf16 on the way into the tiles. W8A8 (int8 x int8) is
+// exact in i32 and then scaled in f32: f32 tolerance against a reference that
+// rounds the activations to int8 the same way.
 Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);
 
 struct Comparison {

@@ -1,18 +1,115 @@
 #pragma once
-// Batched matrix multiplication C = A x B with numpy batch broadcasting:
-// A [..., M, K], B [..., K, N], C [..., M, N]. Transposed operands are views
-// (strides); no copy is made. A and B share a float dtype; C is f32 or that
-// dtype; accumulation is in f32 or wider. C must not overlap A or B.
+// Matrix multiplication with a fused epilogue.
+//
+// Matmul: batched C = A x B with numpy batch broadcasting, A [..., M, K],
+// B [..., K, N], C [..., M, N]. Transposed operands are views (strides); no
+// copy is made. A and B share a float dtype; C is f32 or that dtype.
+//
+// Linear: A [..., K] x W [K, N] -> C [..., N] where W was packed once
+// (pack_weights: f32 / bf16) or quantized once (quantize_weights: int8 /
+// int4 with group-wise scales) into the layout the kernels stream. The plan
+// holds the packed weights, so they live as long as any plan that uses them.
+//
+// Both apply the epilogue to each output element while its tile is in
+// registers:  c = act(scale * sum_k a*b + bias[n]) + residual[m, n],
+// then round to c's dtype. Accumulation is f32 (i32 for int8 x int8).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
 #include "tessera/ops/plan.hpp"
 #include "tessera/runtime/context.hpp"
 
 namespace tessera::ops {
 
-struct Matmul {
-  // Inputs {a, b}, outputs {c}.
-  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, const TensorDesc& b, const TensorDesc& c);
+enum class Activation : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
+std::string_view to_string(Activation a);
+
+// The plan-time form: the bias and residual descs (absent when not fused).
+// Run-time inputs are {a, b, [bias], [residual]}; the residual may be the
+// very view of c (c += ...), any other overlap is an error.
+struct Epilogue {
+  float scale = 1.0f;
+  Activation activation = Activation::none;
+  std::optional<TensorDesc> bias;      // [N], any float dtype
+  std::optional<TensorDesc> residual;  // shaped like c, any float dtype
 };
 
-Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c);
+// The one-shot form: undefined tensors are absent.
+struct EpilogueTensors {
+  float scale = 1.0f;
+  Activation activation = Activation::none;
+  Tensor bias;
+  Tensor residual;
+};
+
+struct Matmul {
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, const TensorDesc& b, const TensorDesc& c,
+                              const Epilogue& epilogue = {});
+};
+
+Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& epilogue = {});
+
+// ----------------------------------------------------------------- packed weights
+
+// Group-wise quantization along K: w[k, n] = (q[k, n] - zero[g, n]) * scale[g, n],
+// g = k / group_size. Without zero points q is symmetric (int8: -127..127,
+// int4: -8..7 with scale = max|w| / 7). Rounding is to nearest even; values
+// saturate at the range.
+struct QuantSpec {
+  DType dtype = DType::i4;         // i8 or i4
+  std::int64_t group_size = 128;   // must divide K; 0 = one group over K (per output channel)
+  DType scale_dtype = DType::f32;  // f32, f16 or bf16
+  bool zero_points = false;        // asymmetric, q unsigned: int8 0..255, int4 0..15
+};
+
+class PackedWeights {
+ public:
+  std::int64_t k() const { return k_; }
+  std::int64_t n() const { return n_; }
+  DType dtype() const { return dtype_; }  // f32, bf16, i8 or i4
+  const QuantSpec& quant() const { return quant_; }
+  std::int64_t group_size() const { return quant_.group_size == 0 ? k_ : quant_.group_size; }
+  // Bytes a GEMM streams from this weight: values + scales + zero points.
+  std::int64_t bytes() const { return bytes_; }
+  // The weight as f32 [K, N], dequantized: what the kernels compute with.
+  Result<Tensor> unpack() const;
+
+  // Layout (see src/kernels/packed_weights.hpp); for the kernels.
+  const void* values() const { return values_.get(); }
+  const void* scales() const { return scales_.get(); }
+  const std::uint8_t* zeros() const { return static_cast<const std::uint8_t*>(zeros_.get()); }
+
+ private:
+  friend Result<std::shared_ptr<const PackedWeights>> pack_weights(const Tensor&, DType);
+  friend Result<std::shared_ptr<const PackedWeights>> quantize_weights(const Tensor&, const QuantSpec&);
+  PackedWeights() = default;
+  std::int64_t k_ = 0, n_ = 0, bytes_ = 0;
+  DType dtype_ = DType::f32;
+  QuantSpec quant_{};
+  std::shared_ptr<void> values_, scales_, zeros_;
+};
+using WeightsPtr = std::shared_ptr<const PackedWeights>;
+
+// b [K, N] (any float dtype, any strides) packed as f32 or bf16 (rounded to nearest even).
+Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype);
+// b [K, N] quantized as spec says; K must be a multiple of the group size.
+Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec);
+
+struct LinearOptions {
+  // int8 weights only: quantize each row of A to int8 on the fly (symmetric,
+  // scale = max|a| / 127, per token) and multiply int8 x int8 (W8A8).
+  bool quantize_activations = false;
+};
+
+struct Linear {
+  // Inputs {a, [bias], [residual]}, outputs {c}. a [..., K] f32 or bf16; c [..., N] f32 or bf16.
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
+                              const Epilogue& epilogue = {}, const LinearOptions& options = {});
+};
+
+Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c,
+              const EpilogueTensors& epilogue = {}, const LinearOptions& options = {});
 
 }  // namespace tessera::ops

@@ -1,24 +1,65 @@
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
-#include "kernels/matmul.hpp"
 #include "core/element.hpp"
+#include "kernels/matmul.hpp"
 
 namespace tessera::kernels::ref {
 
-using namespace tessera::detail;  // load / store / load_index
+using namespace tessera::detail;  // load / store
+
+namespace {
+
+// B[k, n] as the kernels compute with it: raw, or unpacked / dequantized.
+double b_at(const MatmulArgs& a, std::int64_t k, std::int64_t n) {
+  if (!a.packed) return load(a.b, a.b_dtype, k * a.b_row_stride + n * a.b_col_stride);
+  return packed_value(*a.packed, k, n);
+}
+
+double activate(double v, Act act) {
+  switch (act) {
+    case Act::none: return v;
+    case Act::relu: return v < 0 ? 0.0 : v;  // NaN stays NaN
+    case Act::gelu_erf: return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
+    case Act::gelu_tanh: return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    case Act::silu: return v / (1.0 + std::exp(-v));
+  }
+  return v;
+}
+
+// Row m of A as the kernels see it: W8A8 rounds it to int8 steps of the row's scale.
+void load_a_row(const MatmulArgs& a, std::int64_t m, std::vector<double>& row) {
+  for (std::int64_t k = 0; k < a.k; ++k) row[std::size_t(k)] = load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride);
+  if (!a.quantize_a) return;
+  float absmax = 0.0f;
+  bool finite = true;
+  for (double v : row) {
+    absmax = std::max(absmax, std::fabs(float(v)));
+    finite = finite && std::isfinite(v);
+  }
+  const float scale = w8a8_row_scale(absmax, finite), inv = 1.0f / scale;
+  for (double& v : row) v = std::clamp(std::nearbyint(float(v) * inv), -127.0f, 127.0f) * double(scale);
+}
+
+}  // namespace
 
 // f64 accumulation, i-k-j order so the inner loop walks a row of B and C.
-void matmul(const MatmulArgs& a, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
-  std::vector<double> acc(std::size_t(n1 - n0));
+void matmul(const MatmulArgs& a, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+  std::vector<double> acc(std::size_t(n1 - n0)), row(std::size_t(a.k));
+  const EpilogueArgs& ep = a.ep;
   for (std::int64_t m = m0; m < m1; ++m) {
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (std::int64_t k = 0; k < a.k; ++k) {
-      const double av = load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride);
-      const std::int64_t bo = k * a.b_row_stride;
-      for (std::int64_t n = n0; n < n1; ++n) acc[std::size_t(n - n0)] += av * load(a.b, a.b_dtype, bo + n * a.b_col_stride);
+    load_a_row(a, m, row);
+    for (std::int64_t k = 0; k < a.k; ++k)
+      for (std::int64_t n = n0; n < n1; ++n) acc[std::size_t(n - n0)] += row[std::size_t(k)] * b_at(a, k, n);
+    for (std::int64_t n = n0; n < n1; ++n) {
+      double v = double(ep.scale) * acc[std::size_t(n - n0)];
+      if (ep.bias) v += load(ep.bias, ep.bias_dtype, n);
+      v = activate(v, ep.act);
+      if (ep.residual) v += load(ep.residual, ep.residual_dtype, m * ep.residual_row_stride + n * ep.residual_col_stride);
+      store(a.c, a.c_dtype, m * a.c_row_stride + n * a.c_col_stride, float(v));
     }
-    for (std::int64_t n = n0; n < n1; ++n)
-      store(a.c, a.c_dtype, m * a.c_row_stride + n * a.c_col_stride, float(acc[std::size_t(n - n0)]));
   }
 }
 

@@ -66,4 +66,42 @@ static inline __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// x * sigmoid(x), with e = exp(-|x|) in (0, 1]: sigmoid = 1/(1+e) for x >= 0
+// and e/(1+e) below, accurate far into the tails. -inf gives -0.
+static inline __m512 silu16(__m512 x) {
+  const __m512 abs = _mm512_abs_ps(x);
+  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), abs));
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 sigmoid = _mm512_mask_mul_ps(inv, negative, inv, e);
+  const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
+  return _mm512_mask_mov_ps(_mm512_mul_ps(x, sigmoid), minus_inf, _mm512_set1_ps(-0.0f));
+}
+
+// tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no
+// overflow, and for |x| < 2^-12 tanh(x) = x to f32 precision (the quotient
+// would lose the low bits there). NaN stays NaN.
+static inline __m512 tanh16(__m512 x) {
+  const __m512 abs = _mm512_abs_ps(x);
+  const __m512 e = exp16(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
+  __m512 t = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(abs, _mm512_set1_ps(0x1p-12f), _CMP_LT_OQ), abs);
+  return _mm512_or_ps(t, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copy the sign (and a NaN's payload bits stay NaN)
+}
+
+// erf(x), |error| < 2e-7: Abramowitz & Stegun 7.1.26 on |x|, sign copied back.
+static inline __m512 erf16(__m512 x) {
+  const __m512 abs = _mm512_abs_ps(x);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(abs, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  p = _mm512_mul_ps(p, t);
+  const __m512 e = exp16(_mm512_mul_ps(_mm512_mul_ps(abs, abs), _mm512_set1_ps(-1.0f)));
+  const __m512 r = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
+  return _mm512_or_ps(r, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+}
+
 }  // namespace tessera::kernels::avx512

@@ -1,0 +1,79 @@
+#pragma once
+// Layouts of weights B [K, N] packed once for the GEMM kernels. Columns are
+// grouped in panels of 32 (zero-padded at the N edge) so that a kernel
+// streams one panel as one contiguous run of memory.
+//
+//   f32  [panel][k][32]
+//   bf16 [panel][k/32][half][k%32/2][16][2]: the AMX B-tile layout, K padded
+//        to 32 with zeros. A tile (16 k-pairs x 16 columns) is 1 KiB; each
+//        64-byte row holds the pairs (k, k+1) of 16 columns, which is also
+//        what vdpbf16ps wants.
+//   i8   [panel][k][32] bytes: signed when symmetric, unsigned with zero points
+//   i4   [panel][k][16] bytes: byte j holds column j in its low nibble and
+//        column j+16 in its high nibble, unsigned (symmetric: zero point 8)
+//
+// Quantized weights carry scales [groups][n_pad] (f32, f16 or bf16) and,
+// when asymmetric, zero points [groups][n_pad] (u8): w = (q - zero) * scale.
+//
+// Only static functions here: ISA translation units include this header, and
+// an inline function would give the linker ISA-specific copies to pick from.
+#include <cstdint>
+
+#include "tessera/core/dtype.hpp"
+
+namespace tessera::kernels {
+
+constexpr std::int64_t kPanelCols = 32;
+constexpr std::int64_t kBf16KStep = 32;  // K rows of one AMX bf16 B tile
+
+struct PackedB {
+  DType dtype;  // f32, bf16, i8, i4
+  std::int64_t k, n;
+  const void* values;
+  const void* scales = nullptr;
+  DType scale_dtype = DType::f32;
+  const std::uint8_t* zeros = nullptr;
+  std::int64_t group_size = 0;  // K for one group per column
+};
+
+static inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+static inline std::int64_t panels_of(std::int64_t n) { return (n + kPanelCols - 1) / kPanelCols; }
+static inline std::int64_t padded_n(std::int64_t n) { return panels_of(n) * kPanelCols; }
+static inline std::int64_t padded_k(DType dtype, std::int64_t k) { return dtype == DType::bf16 ? round_up(k, kBf16KStep) : k; }
+
+// Bytes of one packed panel row (one k) and of the whole value array.
+static inline std::int64_t panel_row_bytes(DType dtype) {
+  return dtype == DType::i4 ? kPanelCols / 2 : kPanelCols * bytes_of(dtype);
+}
+static inline std::int64_t packed_value_bytes(DType dtype, std::int64_t k, std::int64_t n) {
+  return panels_of(n) * padded_k(dtype, k) * panel_row_bytes(dtype);
+}
+
+// Element index of (k, n) in the bf16 layout.
+static inline std::int64_t bf16_packed_index(std::int64_t k_pad, std::int64_t k, std::int64_t n) {
+  const std::int64_t p = n / kPanelCols, col = n % kPanelCols, half = col / 16, j = col % 16;
+  const std::int64_t kb = k / kBf16KStep, kp = (k % kBf16KStep) / 2, e = k % 2;
+  return (((((p * (k_pad / kBf16KStep) + kb) * 2 + half) * 16 + kp) * 16 + j) * 2) + e;
+}
+
+// The stored integer of (k, n) for i8 / i4, and the zero point it is measured from.
+static inline int quantized_at(const PackedB& b, std::int64_t k, std::int64_t n) {
+  const auto* v = static_cast<const std::uint8_t*>(b.values);
+  const std::int64_t p = n / kPanelCols, col = n % kPanelCols;
+  if (b.dtype == DType::i4) {
+    const std::uint8_t byte = v[(p * b.k + k) * (kPanelCols / 2) + col % 16];
+    return col < 16 ? byte & 0xf : byte >> 4;
+  }
+  const std::uint8_t byte = v[(p * b.k + k) * kPanelCols + col];
+  return b.zeros ? int(byte) : int(std::int8_t(byte));
+}
+static inline int zero_point_at(const PackedB& b, std::int64_t group, std::int64_t n) {
+  if (b.zeros) return b.zeros[group * padded_n(b.n) + n];
+  return b.dtype == DType::i4 ? 8 : 0;
+}
+
+// B[k, n] as the kernels compute with it (dequantized: (q - zero) * scale in
+// f32). Baseline code only: the reference kernel and PackedWeights::unpack().
+float packed_value(const PackedB& p, std::int64_t k, std::int64_t n);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,108 @@
+#pragma once
+// The loop nest the AMX matmul kernels share. Tiles: tmm0-3 accumulate a
+// 32 x 32 block of C (2 x 2 tiles of 16 x 16 f32 / i32), tmm4-5 hold 16-row
+// slices of A, tmm6-7 the two 16-column halves of a B panel step. A kernel
+// supplies the element type through a Traits struct:
+//
+//   using Elem;                        // bf16 (uint16_t) or int8
+//   static constexpr int64 kKStep;     // K per tile step: 32 (bf16) or 64 (int8)
+//   void prepare(p, m0, m1);           // per task, before the K loop (W8A8 row scales)
+//   void pack_a(p, m0, m1, k0, kc, dst, lda);  // rows -> Elem, zero-padded to 16 rows / kKStep
+//   const Elem* b_tiles(p, n, n_end, k0, kc, buf);  // panel steps: [kc/kKStep][2 halves][16 x 64 B]
+//   void dot_r0_h0() .. dot_r1_h1();   // _tile_dpbf16ps / _tile_dpbssd on C tile (r, h)
+//   void finish(p, tile, ld, rows, m, n, n_end);  // accumulators (f32 or i32 bits) -> epilogue
+//
+// Static template code: instantiated only inside the AMX translation units.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul.hpp"
+#include "kernels/scratch.hpp"
+
+namespace tessera::kernels::amx {
+
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+// Eight 16-row x 64-byte tiles: every operand tile is full; edges are zero-padded in the packed buffers.
+static inline void configure_tiles() {
+  TileConfig cfg;
+  for (int i = 0; i < 8; ++i) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+  _tile_loadconfig(&cfg);
+}
+
+// C[m0:m1, n0:n1] with K in slices of t.k_block (a multiple of kKStep).
+template <class Traits>
+static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
+                     std::int64_t n0, std::int64_t n1) {
+  using Elem = typename Traits::Elem;
+  constexpr std::int64_t ks = Traits::kKStep;
+  const std::int64_t rows_pad = round_up(m1 - m0, 16);
+  const std::int64_t kb = std::max(ks, std::min(t.k_block, round_up(p.k, ks)));
+  const std::int64_t lda = kb;  // elements; one row is kb * sizeof(Elem) bytes
+  const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
+  auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * lda) * sizeof(Elem)));
+  auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(Elem)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows_pad * ldp) * sizeof(float)));
+  const std::int64_t ldp_bytes = ldp * 4, lda_bytes = lda * std::int64_t(sizeof(Elem));
+  tr.prepare(p, m0, m1);
+  configure_tiles();
+  if (p.k == 0) std::memset(part, 0, std::size_t(rows_pad * ldp) * sizeof(float));
+  for (std::int64_t k0 = 0; k0 < std::max<std::int64_t>(p.k, 1); k0 += kb) {
+    const std::int64_t kc = std::min(kb, p.k - k0), steps = round_up(kc, ks) / ks;
+    if (p.k > 0) tr.pack_a(p, m0, m1, k0, kc, a_pack, lda);
+    const bool first = k0 == 0, last = k0 + kb >= p.k;
+    for (std::int64_t n = n0; n < n1; n += kPanelCols) {
+      const Elem* b = p.k > 0 ? tr.b_tiles(p, n, n1, k0, kc, b_buf) : nullptr;
+      for (std::int64_t m = 0; m < rows_pad; m += 32) {
+        const bool two = m + 16 < rows_pad;  // a second 16-row tile of A
+        float* c = part + m * ldp + (n - n0);
+        if (p.k > 0) {
+          if (first) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+          } else {
+            _tile_loadd(0, c, ldp_bytes);
+            _tile_loadd(1, c + 16, ldp_bytes);
+            if (two) {
+              _tile_loadd(2, c + 16 * ldp, ldp_bytes);
+              _tile_loadd(3, c + 16 * ldp + 16, ldp_bytes);
+            }
+          }
+          const Elem* a = a_pack + m * lda;
+          for (std::int64_t s = 0; s < steps; ++s) {
+            const Elem* bs = b + s * 2 * 16 * (64 / sizeof(Elem));
+            _tile_loadd(6, bs, 64);
+            _tile_loadd(7, bs + 16 * (64 / sizeof(Elem)), 64);
+            _tile_loadd(4, a + s * ks, lda_bytes);
+            Traits::dot_r0_h0();
+            Traits::dot_r0_h1();
+            if (two) {
+              _tile_loadd(5, a + 16 * lda + s * ks, lda_bytes);
+              Traits::dot_r1_h0();
+              Traits::dot_r1_h1();
+            }
+          }
+          _tile_stored(0, c, ldp_bytes);
+          _tile_stored(1, c + 16, ldp_bytes);
+          if (two) {
+            _tile_stored(2, c + 16 * ldp, ldp_bytes);
+            _tile_stored(3, c + 16 * ldp + 16, ldp_bytes);
+          }
+        }
+        const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
+        if (last && rows > 0) tr.finish(p, c, ldp, rows, m0 + m, n, n1);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace tessera::kernels::amx

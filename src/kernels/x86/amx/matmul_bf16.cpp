@@ -1,0 +1,89 @@
+#include "kernels/x86/amx/gemm_driver.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
+#include "kernels/x86/avx512/matmul_pack.hpp"
+
+namespace tessera::kernels::amx {
+
+namespace {
+
+using avx512::load_a16;
+using avx512::tail_mask;
+using avx512::to_bf16;
+
+// (k, k+1) rows of 16 columns as the 16 bf16 pairs of one B-tile row.
+__m512i bf16_pairs(__m512 even, __m512 odd) {
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(to_bf16(even)), _mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16(odd)), 16));
+}
+
+struct Bf16Traits {
+  using Elem = std::uint16_t;
+  static constexpr std::int64_t kKStep = kBf16KStep;
+
+  void prepare(const MatmulArgs&, std::int64_t, std::int64_t) {}
+
+  // Rows of A rounded to bf16 (bf16 rows are copied), zero past m1 and past kc.
+  static void pack_a(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc, Elem* dst,
+                     std::int64_t lda) {
+    const std::int64_t kc_pad = round_up(kc, kKStep);
+    for (std::int64_t m = m0; m < m0 + round_up(m1 - m0, 16); ++m) {
+      Elem* out = dst + (m - m0) * lda;
+      if (m >= m1) {
+        std::memset(out, 0, std::size_t(kc_pad) * sizeof(Elem));
+        continue;
+      }
+      if (p.a_dtype == DType::bf16 && p.a_col_stride == 1) {
+        std::memcpy(out, static_cast<const Elem*>(p.a) + m * p.a_row_stride + k0, std::size_t(kc) * sizeof(Elem));
+      } else {
+        for (std::int64_t k = 0; k < kc; k += 16) {
+          const __mmask16 mask = tail_mask(kc - k);
+          _mm256_mask_storeu_epi16(out + k, mask, to_bf16(load_a16(p, m, k0 + k, mask)));
+        }
+      }
+      std::memset(out + kc, 0, std::size_t(kc_pad - kc) * sizeof(Elem));
+    }
+  }
+
+  // Packed bf16 weights are read in place; anything else (raw B, int8 /
+  // int4 weights dequantized) is converted into buf in the tile layout.
+  static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0, std::int64_t kc,
+                             Elem* buf) {
+    if (p.packed && p.packed->dtype == DType::bf16) {
+      const std::int64_t steps = padded_k(DType::bf16, p.packed->k) / kKStep;
+      return static_cast<const Elem*>(p.packed->values) + ((n / kPanelCols) * steps + k0 / kKStep) * 2 * 512;
+    }
+    avx512::BRows32 rows(p, n, n_end);
+    const std::int64_t kc_pad = round_up(kc, kKStep);
+    for (std::int64_t k = 0; k < kc_pad; k += 2) {
+      __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
+      if (k < kc) rows.row(k0 + k, e0, e1);
+      if (k + 1 < kc) rows.row(k0 + k + 1, o0, o1);
+      Elem* tile = buf + (k / kKStep) * 2 * 512 + (k % kKStep) / 2 * 32;
+      _mm512_store_si512(tile, bf16_pairs(e0, o0));
+      _mm512_store_si512(tile + 512, bf16_pairs(e1, o1));
+    }
+    return buf;
+  }
+
+  // C tile (row r, column half h) += A tile r x B tile h. The intrinsic is an
+  // asm macro that stringifies its operands: the tile numbers must be literals.
+  static void dot_r0_h0() { _tile_dpbf16ps(0, 4, 6); }
+  static void dot_r0_h1() { _tile_dpbf16ps(1, 4, 7); }
+  static void dot_r1_h0() { _tile_dpbf16ps(2, 5, 6); }
+  static void dot_r1_h1() { _tile_dpbf16ps(3, 5, 7); }
+
+  static void finish(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
+                     std::int64_t n, std::int64_t n_end) {
+    avx512::epilogue_tile32(p, tile, ld, rows, m, n, n_end);
+  }
+};
+
+}  // namespace
+
+// bf16 x bf16 -> f32 on AMX tiles; see gemm_driver.hpp for the loop nest.
+void matmul_bf16(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                 std::int64_t n1) {
+  Bf16Traits traits;
+  amx_gemm(traits, p, t, m0, m1, n0, n1);
+}
+
+}  // namespace tessera::kernels::amx

@@ -1,0 +1,95 @@
+#include "kernels/x86/amx/gemm_driver.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
+#include "kernels/x86/avx512/matmul_pack.hpp"
+
+namespace tessera::kernels::amx {
+
+namespace {
+
+using avx512::load_a16;
+using avx512::tail_mask;
+
+// W8A8: rows of A quantized per token on the fly (s8), int8 weights (s8) per
+// output channel; s8 x s8 -> i32 on AMX, then acc * a_scale[m] * w_scale[n].
+struct Int8Traits {
+  using Elem = std::int8_t;
+  static constexpr std::int64_t kKStep = 64;
+  const float* row_scales = nullptr;
+  std::int64_t m0 = 0;
+
+  void prepare(const MatmulArgs& p, std::int64_t first, std::int64_t end) {
+    row_scales = avx512::w8a8_scales(p, first, end);
+    m0 = first;
+  }
+
+  void pack_a(const MatmulArgs& p, std::int64_t first, std::int64_t m1, std::int64_t k0, std::int64_t kc, Elem* dst,
+              std::int64_t lda) const {
+    const std::int64_t kc_pad = round_up(kc, kKStep);
+    for (std::int64_t m = first; m < first + round_up(m1 - first, 16); ++m) {
+      Elem* out = dst + (m - first) * lda;
+      if (m >= m1) {
+        std::memset(out, 0, std::size_t(kc_pad));
+        continue;
+      }
+      const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_set1_ps(row_scales[m - first]));
+      for (std::int64_t k = 0; k < kc; k += 16) {
+        const __mmask16 mask = tail_mask(kc - k);
+        _mm_mask_storeu_epi8(out + k, mask, _mm512_cvtepi32_epi8(avx512::w8a8_quantize16(load_a16(p, m, k0 + k, mask), inv)));
+      }
+      std::memset(out + kc, 0, std::size_t(kc_pad - kc));
+    }
+  }
+
+  // Four rows (k .. k+3) of 16 columns of the [k][32] int8 panel interleaved
+  // into one 64-byte tile row: column j's four bytes side by side.
+  static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t, std::int64_t k0, std::int64_t kc, Elem* buf) {
+    const PackedB& b = *p.packed;
+    const auto* panel = static_cast<const std::uint8_t*>(b.values) + (n / kPanelCols * b.k) * kPanelCols;
+    const std::int64_t kc_pad = round_up(kc, kKStep);
+    for (std::int64_t k = 0; k < kc_pad; k += 4) {
+      __m512i lo = _mm512_setzero_si512(), hi = lo;
+      for (int r = 0; r < 4 && k + r < kc; ++r) {
+        const auto* row = reinterpret_cast<const __m128i*>(panel + (k0 + k + r) * kPanelCols);
+        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128(row)), 8 * r));
+        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128(row + 1)), 8 * r));
+      }
+      Elem* tile = buf + (k / kKStep) * 2 * 1024 + (k % kKStep) / 4 * 64;
+      _mm512_store_si512(tile, lo);
+      _mm512_store_si512(tile + 1024, hi);
+    }
+    return buf;
+  }
+
+  // C tile (row r, column half h) += A tile r x B tile h. The intrinsic is an
+  // asm macro that stringifies its operands: the tile numbers must be literals.
+  static void dot_r0_h0() { _tile_dpbssd(0, 4, 6); }
+  static void dot_r0_h1() { _tile_dpbssd(1, 4, 7); }
+  static void dot_r1_h0() { _tile_dpbssd(2, 5, 6); }
+  static void dot_r1_h1() { _tile_dpbssd(3, 5, 7); }
+
+  void finish(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m, std::int64_t n,
+              std::int64_t n_end) const {
+    const PackedB& b = *p.packed;
+    const __m512 w0 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff);
+    const __m512 w1 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n + 16), b.scale_dtype, 0xffff);
+    const __mmask16 mask0 = tail_mask(n_end - n), mask1 = tail_mask(std::max<std::int64_t>(0, n_end - n - 16));
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const __m512 s = _mm512_set1_ps(row_scales[m + i - m0]);
+      const auto* acc = reinterpret_cast<const __m512i*>(tile + i * ld);
+      avx512::epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc)), _mm512_mul_ps(s, w0)), m + i, n, mask0);
+      if (mask1)
+        avx512::epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + 1)), _mm512_mul_ps(s, w1)), m + i, n + 16, mask1);
+    }
+  }
+};
+
+}  // namespace
+
+// W8A8 on AMX-INT8; see gemm_driver.hpp for the loop nest.
+void matmul_int8(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                 std::int64_t n1) {
+  Int8Traits traits;
+  amx_gemm(traits, p, t, m0, m1, n0, n1);
+}
+
+}  // namespace tessera::kernels::amx

@@ -1,0 +1,49 @@
+#pragma once
+// The matmul epilogue on 16 outputs while they are in a register: scale,
+// bias, activation, residual, rounding to C's dtype. Shared by the AVX-512
+// and AMX matmul kernels (static: see vec.hpp).
+#include "kernels/matmul.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+static inline __m512 activate16(__m512 v, Act act) {
+  switch (act) {
+    case Act::none: return v;
+    case Act::relu: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+    case Act::gelu_erf: {
+      const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+    }
+    case Act::gelu_tanh: {
+      const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+      const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v), _mm512_set1_ps(0.7978845608028654f));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(tanh16(u), _mm512_set1_ps(1.0f)));
+    }
+    case Act::silu: return silu16(v);
+  }
+  return v;
+}
+
+// C[m, n : n+16] (masked) = epilogue(acc).
+static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, std::int64_t n, __mmask16 mask) {
+  const EpilogueArgs& e = a.ep;
+  __m512 v = _mm512_mul_ps(acc, _mm512_set1_ps(e.scale));
+  if (e.bias) v = _mm512_add_ps(v, load16(advance(e.bias, e.bias_dtype, n), e.bias_dtype, mask));
+  v = activate16(v, e.act);
+  if (e.residual)
+    v = _mm512_add_ps(v, load16(advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n), e.residual_dtype, mask));
+  store16(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, v, mask);
+}
+
+// Rows [m, m + rows) x columns [n, n + 32) of C from an f32 tile with row stride `ld`.
+static inline void epilogue_tile32(const MatmulArgs& a, const float* tile, std::int64_t ld, std::int64_t rows,
+                                   std::int64_t m, std::int64_t n, std::int64_t n_end) {
+  const __mmask16 mask0 = tail_mask(n_end - n), mask1 = tail_mask(std::max<std::int64_t>(0, n_end - n - 16));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    epilogue16(a, _mm512_loadu_ps(tile + i * ld), m + i, n, mask0);
+    if (mask1) epilogue16(a, _mm512_loadu_ps(tile + i * ld + 16), m + i, n + 16, mask1);
+  }
+}
+
+}  // namespace tessera::kernels::avx512

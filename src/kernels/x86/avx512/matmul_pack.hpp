@@ -1,0 +1,175 @@
+#pragma once
+// Operand preparation for the AVX-512 and AMX matmul kernels: rows of A
+// converted (and W8A8-rounded), rows of B read from any source: a strided
+// float matrix or packed f32 / bf16 / i8 / i4 weights, dequantized to f32.
+// Static functions only (see vec.hpp).
+#include <algorithm>
+
+#include "kernels/matmul.hpp"
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// One element of a float storage type, for strided (gathered) access.
+static inline float load1(const void* base, DType t, std::int64_t i) {
+  switch (t) {
+    case DType::bf16: {
+      const std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(base)[i]) << 16;
+      float f;
+      __builtin_memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::f16: return _cvtsh_ss(static_cast<const std::uint16_t*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+// 16 elements of row m of A from column k (masked), as f32.
+static inline __m512 load_a16(const MatmulArgs& p, std::int64_t m, std::int64_t k, __mmask16 mask) {
+  const std::int64_t at = m * p.a_row_stride + k * p.a_col_stride;
+  if (p.a_col_stride == 1) return load16(advance(p.a, p.a_dtype, at), p.a_dtype, mask);
+  alignas(64) float v[16] = {};
+  for (int i = 0; i < 16; ++i)
+    if (mask >> i & 1) v[i] = load1(p.a, p.a_dtype, at + i * p.a_col_stride);
+  return _mm512_load_ps(v);
+}
+
+// W8A8 scales of rows [m0, m1), in per-thread scratch.
+static inline const float* w8a8_scales(const MatmulArgs& p, std::int64_t m0, std::int64_t m1) {
+  auto* scales = static_cast<float*>(thread_scratch(ScratchSlot::aux, std::size_t(m1 - m0) * sizeof(float)));
+  for (std::int64_t m = m0; m < m1; ++m) {
+    __m512 absmax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (std::int64_t k = 0; k < p.k; k += 16) {
+      const __mmask16 mask = tail_mask(p.k - k);
+      const __m512 v = _mm512_abs_ps(load_a16(p, m, k, mask));
+      absmax = _mm512_max_ps(absmax, v);
+      bad |= _mm512_mask_cmp_ps_mask(mask, v, _mm512_set1_ps(__FLT_MAX__), _CMP_NLE_UQ);  // NaN or Inf
+    }
+    scales[m - m0] = w8a8_row_scale(_mm512_reduce_max_ps(absmax), bad == 0);
+  }
+  return scales;
+}
+
+// q = clamp(rne(v / scale), -127, 127) as i32 lanes.
+static inline __m512i w8a8_quantize16(__m512 v, __m512 inv_scale) {
+  const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv_scale));
+  return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
+// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32, row-major with stride lda.
+static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
+                              const float* row_scales, float* dst, std::int64_t lda) {
+  for (std::int64_t m = m0; m < m1; ++m) {
+    float* out = dst + (m - m0) * lda;
+    const __m512 scale = _mm512_set1_ps(row_scales ? row_scales[m - m0] : 1.0f);
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), scale);
+    for (std::int64_t k = 0; k < kc; k += 16) {
+      const __mmask16 mask = tail_mask(kc - k);
+      __m512 v = load_a16(p, m, k0 + k, mask);
+      if (row_scales) v = _mm512_mul_ps(_mm512_cvtepi32_ps(w8a8_quantize16(v, inv)), scale);
+      _mm512_mask_storeu_ps(out + k, mask, v);
+    }
+  }
+}
+
+// Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k.
+class BRows32 {
+ public:
+  // Columns [n, min(n + 32, n_end)) of B.
+  BRows32(const MatmulArgs& p, std::int64_t n, std::int64_t n_end) : p_(p), n_(n), cols_(std::min(kPanelCols, n_end - n)) {}
+
+  void row(std::int64_t k, __m512& lo, __m512& hi) {
+    if (!p_.packed) return raw(k, lo, hi);
+    const PackedB& b = *p_.packed;
+    const std::int64_t panel = n_ / kPanelCols;
+    switch (b.dtype) {
+      case DType::f32: {
+        const float* r = static_cast<const float*>(b.values) + (panel * b.k + k) * kPanelCols;
+        lo = _mm512_load_ps(r), hi = _mm512_load_ps(r + 16);
+        return;
+      }
+      case DType::bf16: {
+        // Row k is the even or odd bf16 of each (k, k+1) pair in a 64-byte tile row.
+        const auto* v = static_cast<const std::uint16_t*>(b.values);
+        const std::int64_t tile = panel * (padded_k(b.dtype, b.k) / kBf16KStep) + k / kBf16KStep;
+        const std::uint16_t* r = v + tile * 2 * 512 + (k % kBf16KStep) / 2 * 32;
+        lo = bf16_pair_half(_mm512_load_si512(r), k % 2);
+        hi = bf16_pair_half(_mm512_load_si512(r + 512), k % 2);
+        return;
+      }
+      default: return quantized(b, panel, k, lo, hi);
+    }
+  }
+
+ private:
+  static __m512 bf16_pair_half(__m512i pairs, std::int64_t odd) {
+    return _mm512_castsi512_ps(odd ? _mm512_and_si512(pairs, _mm512_set1_epi32(int(0xffff0000u))) : _mm512_slli_epi32(pairs, 16));
+  }
+
+  void raw(std::int64_t k, __m512& lo, __m512& hi) {
+    const std::int64_t at = k * p_.b_row_stride + n_ * p_.b_col_stride;
+    if (p_.b_col_stride == 1) {
+      lo = load16(advance(p_.b, p_.b_dtype, at), p_.b_dtype, tail_mask(cols_));
+      hi = load16(advance(p_.b, p_.b_dtype, at + 16), p_.b_dtype, tail_mask(std::max<std::int64_t>(0, cols_ - 16)));
+      return;
+    }
+    alignas(64) float v[32] = {};
+    for (std::int64_t j = 0; j < cols_; ++j) v[j] = load1(p_.b, p_.b_dtype, at + j * p_.b_col_stride);
+    lo = _mm512_load_ps(v), hi = _mm512_load_ps(v + 16);
+  }
+  void quantized(const PackedB& b, std::int64_t panel, std::int64_t k, __m512& lo, __m512& hi) {
+    const std::int64_t g = k / b.group_size;
+    if (g != group_) load_group(b, g);
+    const auto* v = static_cast<const std::uint8_t*>(b.values);
+    __m512i q0, q1;
+    if (b.dtype == DType::i4) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v + (panel * b.k + k) * 16)));
+      q0 = _mm512_and_si512(bytes, _mm512_set1_epi32(0xf));
+      q1 = _mm512_srli_epi32(bytes, 4);
+    } else {
+      const auto* r = reinterpret_cast<const __m128i*>(v + (panel * b.k + k) * kPanelCols);
+      q0 = b.zeros ? _mm512_cvtepu8_epi32(_mm_load_si128(r)) : _mm512_cvtepi8_epi32(_mm_load_si128(r));
+      q1 = b.zeros ? _mm512_cvtepu8_epi32(_mm_load_si128(r + 1)) : _mm512_cvtepi8_epi32(_mm_load_si128(r + 1));
+    }
+    // (q - zero) * scale as one fused step: q * scale - zero * scale.
+    lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale_[0], zero_scale_[0]);
+    hi = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale_[1], zero_scale_[1]);
+  }
+
+  void load_group(const PackedB& b, std::int64_t g) {
+    group_ = g;
+    const std::int64_t at = g * padded_n(b.n) + n_;
+    for (int h = 0; h < 2; ++h) {
+      scale_[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
+      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))))
+                                  : _mm512_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
+      zero_scale_[h] = _mm512_mul_ps(zero, scale_[h]);
+    }
+  }
+
+  const MatmulArgs& p_;
+  std::int64_t n_, cols_;
+  std::int64_t group_ = -1;
+  __m512 scale_[2], zero_scale_[2];
+};
+
+// B[k0 : k0 + kc, n : n + 32] as a dense f32 panel: packed f32 weights in
+// place, anything else converted into `buf` (kc x 32).
+static inline const float* b_panel_f32(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0,
+                                       std::int64_t kc, float* buf) {
+  if (p.packed && p.packed->dtype == DType::f32)
+    return static_cast<const float*>(p.packed->values) + (n / kPanelCols * p.packed->k + k0) * kPanelCols;
+  BRows32 rows(p, n, n_end);
+  for (std::int64_t k = 0; k < kc; ++k) {
+    __m512 lo, hi;
+    rows.row(k0 + k, lo, hi);
+    _mm512_store_ps(buf + k * kPanelCols, lo);
+    _mm512_store_ps(buf + k * kPanelCols + 16, hi);
+  }
+  return buf;
+}
+
+}  // namespace tessera::kernels::avx512

@@ -1,0 +1,134 @@
+// Weights packed once into the kernels' panel layouts (see
+// src/kernels/packed_weights.hpp), and group-wise int8 / int4 quantization.
+// One-time work: plain loops, clarity over speed.
+#include <cmath>
+#include <vector>
+
+#include "core/element.hpp"
+#include "kernels/packed_weights.hpp"
+#include "ops/common.hpp"
+#include "tessera/core/aligned.hpp"
+#include "tessera/ops/matmul.hpp"
+
+namespace tessera::ops {
+
+using namespace detail;
+using tessera::detail::load;
+using tessera::detail::store;
+
+namespace {
+
+Result<std::shared_ptr<void>> zeroed(std::int64_t bytes) {
+  void* p = aligned_alloc_bytes(std::size_t(std::max<std::int64_t>(bytes, 1)));
+  if (!p) return Status::out_of_memory(fmt::format("w: cannot allocate {} bytes for packed weights", bytes));
+  std::memset(p, 0, std::size_t(bytes));
+  return std::shared_ptr<void>(p, aligned_free);
+}
+
+Status check_weight(const Tensor& b) {
+  if (!b.defined()) return Status::invalid_argument("b: undefined tensor");
+  TESSERA_RETURN_IF_ERROR(b.desc().validate("b"));
+  TESSERA_RETURN_IF_ERROR(check_float(b.desc(), "b"));
+  TESSERA_RETURN_IF_ERROR(check_rank(b.desc(), "b", 2, 2));
+  if (b.dim(0) < 1 || b.dim(1) < 1)
+    return Status::invalid_argument(fmt::format("b: shape {} must have K >= 1 and N >= 1", b.shape().to_string()));
+  return {};
+}
+
+float at(const Tensor& b, std::int64_t k, std::int64_t n) {
+  return load(b.data(), b.dtype(), k * b.strides()[0] + n * b.strides()[1]);
+}
+
+}  // namespace
+
+Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype) {
+  TESSERA_RETURN_IF_ERROR(check_weight(b));
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    return Status::invalid_argument(fmt::format("dtype: {} cannot be packed, expected f32 or bf16 (int8 / int4: quantize_weights)", to_string(dtype)));
+  const std::int64_t k = b.dim(0), n = b.dim(1);
+  std::shared_ptr<PackedWeights> w(new PackedWeights());
+  w->k_ = k, w->n_ = n, w->dtype_ = dtype;
+  w->bytes_ = kernels::packed_value_bytes(dtype, k, n);
+  TESSERA_ASSIGN_OR_RETURN(w->values_, zeroed(w->bytes_));
+  void* v = w->values_.get();
+  const std::int64_t k_pad = kernels::padded_k(dtype, k);
+  for (std::int64_t kk = 0; kk < k; ++kk)
+    for (std::int64_t nn = 0; nn < n; ++nn) {
+      const std::int64_t i = dtype == DType::f32 ? (nn / kernels::kPanelCols * k + kk) * kernels::kPanelCols + nn % kernels::kPanelCols
+                                                 : kernels::bf16_packed_index(k_pad, kk, nn);
+      store(v, dtype, i, at(b, kk, nn));
+    }
+  return WeightsPtr(std::move(w));
+}
+
+Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
+  TESSERA_RETURN_IF_ERROR(check_weight(b));
+  if (spec.dtype != DType::i8 && spec.dtype != DType::i4)
+    return Status::invalid_argument(fmt::format("spec.dtype: {} is not a weight quantization type, expected i8 or i4", to_string(spec.dtype)));
+  if (!is_floating(spec.scale_dtype))
+    return Status::invalid_argument(fmt::format("spec.scale_dtype: {} must be f32, f16 or bf16", to_string(spec.scale_dtype)));
+  const std::int64_t k = b.dim(0), n = b.dim(1), group = spec.group_size == 0 ? k : spec.group_size;
+  if (group < 1 || k % group != 0)
+    return Status::invalid_argument(fmt::format("spec.group_size: {} must be 0 (per channel) or a positive divisor of K = {}", spec.group_size, k));
+  const std::int64_t groups = k / group, n_pad = kernels::padded_n(n);
+  const bool i4 = spec.dtype == DType::i4;
+  // Symmetric: q in [-qmax - 1, qmax] (int8 uses -127..127); asymmetric: q in [0, levels].
+  const float qmax = i4 ? 7.0f : 127.0f, levels = i4 ? 15.0f : 255.0f;
+
+  std::shared_ptr<PackedWeights> w(new PackedWeights());
+  w->k_ = k, w->n_ = n, w->dtype_ = spec.dtype, w->quant_ = spec;
+  const std::int64_t value_bytes = kernels::packed_value_bytes(spec.dtype, k, n);
+  const std::int64_t scale_bytes = groups * n_pad * bytes_of(spec.scale_dtype), zero_bytes = spec.zero_points ? groups * n_pad : 0;
+  w->bytes_ = value_bytes + scale_bytes + zero_bytes;
+  TESSERA_ASSIGN_OR_RETURN(w->values_, zeroed(value_bytes));
+  TESSERA_ASSIGN_OR_RETURN(w->scales_, zeroed(scale_bytes));
+  if (spec.zero_points) {
+    TESSERA_ASSIGN_OR_RETURN(w->zeros_, zeroed(zero_bytes));
+  }
+  auto* values = static_cast<std::uint8_t*>(w->values_.get());
+  auto* zeros = static_cast<std::uint8_t*>(w->zeros_.get());
+
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t nn = 0; nn < n; ++nn) {
+      float lo = 0.0f, hi = 0.0f;  // the range always holds 0, so 0 is exact
+      for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+        const float v = at(b, kk, nn);
+        if (!std::isfinite(v))
+          return Status::invalid_argument(fmt::format("b: element [{}, {}] is {}; weights to quantize must be finite", kk, nn, v));
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+      const float range = spec.zero_points ? (hi - lo) / levels : std::max(hi, -lo) / qmax;
+      // Stored in the scale dtype first: quantization uses the scale the kernels will read.
+      store(w->scales_.get(), spec.scale_dtype, g * n_pad + nn, range > 0.0f ? range : 1.0f);
+      const float scale = load(w->scales_.get(), spec.scale_dtype, g * n_pad + nn);
+      int zero = 0;
+      if (spec.zero_points) {
+        zero = int(std::clamp(std::nearbyint(-lo / scale), 0.0f, levels));
+        zeros[g * n_pad + nn] = std::uint8_t(zero);
+      }
+      for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+        const float q = std::nearbyint(at(b, kk, nn) / scale) + float(zero);
+        const int stored = spec.zero_points ? int(std::clamp(q, 0.0f, levels))
+                                            : int(std::clamp(q, -qmax - (i4 ? 1.0f : 0.0f), qmax)) + (i4 ? 8 : 0);
+        const std::int64_t row = nn / kernels::kPanelCols * k + kk, col = nn % kernels::kPanelCols;
+        if (i4) {
+          std::uint8_t& byte = values[row * (kernels::kPanelCols / 2) + col % 16];
+          byte = std::uint8_t(col < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
+        } else {
+          values[row * kernels::kPanelCols + col] = std::uint8_t(stored);
+        }
+      }
+    }
+  return WeightsPtr(std::move(w));
+}
+
+Result<Tensor> PackedWeights::unpack() const {
+  TESSERA_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DType::f32, {k_, n_}));
+  const kernels::PackedB p{dtype_, k_, n_, values(), scales(), quant_.scale_dtype, zeros(), group_size()};
+  auto* o = out.data_as<float>();
+  for (std::int64_t kk = 0; kk < k_; ++kk)
+    for (std::int64_t nn = 0; nn < n_; ++nn) o[kk * n_ + nn] = kernels::packed_value(p, kk, nn);
+  return out;
+}
+
+}  // namespace tessera::ops

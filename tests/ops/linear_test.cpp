@@ -1,0 +1,196 @@
+// Linear: activations x weights packed once (f32, bf16) or quantized once
+// (int8 / int4, group-wise, with or without zero points), every kernel row
+// against the reference row reading the same packed weights.
+#include <cmath>
+
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+using ops::Activation;
+using ops::QuantSpec;
+using ops::WeightsPtr;
+
+WeightsPtr make_weights(const Tensor& w, DType dtype, const QuantSpec& spec = {}) {
+  if (dtype == DType::f32 || dtype == DType::bf16) return value_or_die(ops::pack_weights(w, dtype));
+  QuantSpec s = spec;
+  s.dtype = dtype;
+  return value_or_die(ops::quantize_weights(w, s));
+}
+
+class LinearTest : public IsaTest {
+ protected:
+  void check(const Tensor& a, const WeightsPtr& w, DType c_dtype, const ops::EpilogueTensors& e = {}, bool w8a8 = false) {
+    Shape shape = a.shape();
+    shape[shape.rank() - 1] = w->n();
+    Tensor c = zeros(c_dtype, shape), ref = zeros(c_dtype, shape);
+    const ops::LinearOptions options{.quantize_activations = w8a8};
+    Status s = ops::linear(stream_, a, w, c, e, options);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE(ops::linear(ref_stream_, a, w, ref, e, options).ok());
+    const bool through_bf16 = c_dtype != DType::f32 || (!w8a8 && (w->dtype() != DType::f32 || a.dtype() != DType::f32));
+    EXPECT_TRUE(close(c, ref, tolerance_for(through_bf16 ? DType::bf16 : DType::f32, w->k())));
+  }
+};
+
+TEST_P(LinearTest, PackedFloatWeights) {
+  for (DType wt : {DType::f32, DType::bf16})
+    for (DType at : {DType::f32, DType::bf16})
+      for (auto [m, k, n] : {std::array<std::int64_t, 3>{1, 1, 1}, {1, 64, 33}, {3, 17, 100}, {17, 255, 64}, {64, 1000, 70}}) {
+        SCOPED_TRACE(fmt::format("w {} a {} m={} k={} n={}", to_string(wt), to_string(at), m, k, n));
+        const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 1), wt);
+        check(random_tensor(at, {m, k}, 2), w, DType::f32);
+        check(random_tensor(at, {m, k}, 2), w, DType::bf16);
+      }
+}
+
+TEST_P(LinearTest, QuantizedWeightsEveryGroupAndScaleType) {
+  for (DType wt : {DType::i8, DType::i4})
+    for (std::int64_t group : {0, 32, 64, 128})
+      for (bool zero_points : {false, true})
+        for (DType st : {DType::f32, DType::f16, DType::bf16}) {
+          const std::int64_t k = 256, n = 70;
+          const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 3), wt,
+                                            {.group_size = group, .scale_dtype = st, .zero_points = zero_points});
+          for (std::int64_t m : {1, 3, 16, 40}) {
+            SCOPED_TRACE(fmt::format("{} group {} zp {} scales {} m={}", to_string(wt), group, zero_points, to_string(st), m));
+            check(random_tensor(DType::f32, {m, k}, 4), w, DType::f32);
+          }
+        }
+}
+
+TEST_P(LinearTest, BatchedStridedActivations) {
+  for (DType wt : {DType::f32, DType::bf16, DType::i4}) {
+    const WeightsPtr w = make_weights(random_tensor(DType::f32, {64, 50}, 5), wt, {.group_size = 32});
+    check(random_tensor(DType::f32, {2, 19, 64}, 6), w, DType::f32);
+    check(padded_copy(random_tensor(DType::f32, {23, 64}, 7)), w, DType::f32);
+    check(value_or_die(random_tensor(DType::f32, {64, 23}, 8).transpose(0, 1)), w, DType::f32);
+  }
+}
+
+TEST_P(LinearTest, EpiloguesOnEveryWeightType) {
+  for (DType wt : {DType::f32, DType::bf16, DType::i8, DType::i4})
+    for (Activation act : {Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu}) {
+      SCOPED_TRACE(fmt::format("{} {}", to_string(wt), ops::to_string(act)));
+      const std::int64_t m = 20, k = 128, n = 48;
+      const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 9), wt, {.group_size = 64});
+      check(random_tensor(DType::f32, {m, k}, 10, -2, 2), w, DType::bf16,
+            {.scale = 1.5f, .activation = act, .bias = random_tensor(DType::bf16, {n}, 11),
+             .residual = random_tensor(DType::f32, {m, n}, 12)});
+    }
+}
+
+TEST_P(LinearTest, W8A8) {
+  const std::int64_t k = 320, n = 90;
+  const Tensor wf = random_tensor(DType::f32, {k, n}, 13);
+  const WeightsPtr w = make_weights(wf, DType::i8, {.group_size = 0});
+  for (std::int64_t m : {1, 5, 17, 64, 130}) {
+    SCOPED_TRACE(fmt::format("m={}", m));
+    const Tensor a = random_tensor(DType::f32, {m, k}, 14);
+    check(a, w, DType::f32, {}, true);
+    check(a, w, DType::bf16, {.bias = random_tensor(DType::f32, {n}, 15), .residual = random_tensor(DType::f32, {m, n}, 16)}, true);
+    // And W8A8 stays near the f32 product: int8 steps of 1/127 of each row's range.
+    Tensor q = zeros(DType::f32, {m, n}), f = zeros(DType::f32, {m, n});
+    ASSERT_TRUE(ops::linear(stream_, a, w, q, {}, {.quantize_activations = true}).ok());
+    ASSERT_TRUE(ops::matmul(ref_stream_, a, wf, f).ok());
+    EXPECT_TRUE(close(q, f, {.atol = 0.25, .rtol = 0.05, .min_cosine = 0.9995}));
+  }
+  // A row with NaN gives NaN outputs; the other rows are unaffected.
+  Tensor a = random_tensor(DType::f32, {3, k}, 17);
+  a.data_as<float>()[k + 5] = __builtin_nanf("");
+  Tensor c = zeros(DType::f32, {3, n});
+  ASSERT_TRUE(ops::linear(stream_, a, w, c, {}, {.quantize_activations = true}).ok());
+  EXPECT_TRUE(std::isnan(c.data_as<float>()[n]));
+  EXPECT_TRUE(std::isfinite(c.data_as<float>()[0]) && std::isfinite(c.data_as<float>()[2 * n]));
+}
+
+TEST_P(LinearTest, ResidualMayBeTheOutput) {
+  const WeightsPtr w = make_weights(random_tensor(DType::f32, {96, 40}, 18), DType::bf16);
+  const Tensor a = random_tensor(DType::bf16, {33, 96}, 19);
+  Tensor c = random_tensor(DType::f32, {33, 40}, 20), expected = zeros(DType::f32, {33, 40});
+  ASSERT_TRUE(ops::linear(ref_stream_, a, w, expected, {.residual = c}).ok());
+  ASSERT_TRUE(ops::linear(stream_, a, w, c, {.residual = c}).ok());
+  EXPECT_TRUE(close(c, expected, tolerance_for(DType::bf16, 96)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, LinearTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+// The reference row reads the packed layouts; unpack() must give back what
+// was packed, so the layouts are checked against the plain matrix too.
+TEST(PackedWeights, UnpackRoundTrips) {
+  const Tensor w = random_tensor(DType::f32, {70, 45}, 21);
+  const Tensor f = value_or_die(value_or_die(ops::pack_weights(w, DType::f32))->unpack());
+  EXPECT_TRUE(close(f, w, {.atol = 0, .rtol = 0, .min_cosine = 1}));
+  const Tensor b = value_or_die(value_or_die(ops::pack_weights(w, DType::bf16))->unpack());
+  for (std::int64_t i = 0; i < w.numel(); ++i)
+    ASSERT_EQ(b.data_as<float>()[i], bf16_to_f32(f32_to_bf16(w.data_as<float>()[i]))) << i;
+}
+
+TEST(PackedWeights, QuantizationErrorIsWithinHalfAStep) {
+  const std::int64_t k = 128, n = 37;
+  const Tensor w = random_tensor(DType::f32, {k, n}, 22, -3, 3);
+  for (DType dt : {DType::i8, DType::i4})
+    for (bool zp : {false, true})
+      for (std::int64_t group : {0, 32}) {
+        SCOPED_TRACE(fmt::format("{} zp {} group {}", to_string(dt), zp, group));
+        const WeightsPtr q = value_or_die(ops::quantize_weights(w, {.dtype = dt, .group_size = group, .zero_points = zp}));
+        const Tensor d = value_or_die(q->unpack());
+        const std::int64_t g = group == 0 ? k : group;
+        for (std::int64_t c = 0; c < n; ++c)
+          for (std::int64_t g0 = 0; g0 < k; g0 += g) {
+            float lo = 0, hi = 0;
+            for (std::int64_t r = g0; r < g0 + g; ++r) lo = std::min(lo, w.data_as<float>()[r * n + c]), hi = std::max(hi, w.data_as<float>()[r * n + c]);
+            const float levels = dt == DType::i4 ? (zp ? 15.0f : 7.0f) : (zp ? 255.0f : 127.0f);
+            const float step = zp ? (hi - lo) / levels : std::max(hi, -lo) / levels;
+            // Half a step from rounding the value, plus half a step when the zero point was rounded.
+            const float bound = step * (zp ? 1.0f : 0.5f) * 1.001f + 1e-7f;
+            for (std::int64_t r = g0; r < g0 + g; ++r)
+              ASSERT_LE(std::fabs(d.data_as<float>()[r * n + c] - w.data_as<float>()[r * n + c]), bound) << r << "," << c;
+          }
+      }
+  // The packed size: int4 moves a quarter of the bytes of bf16 (plus its scales).
+  const WeightsPtr i4 = value_or_die(ops::quantize_weights(random_tensor(DType::f32, {4096, 4096}, 23), {.group_size = 128}));
+  EXPECT_EQ(i4->bytes(), 4096 * 4096 / 2 + 32 * 4096 * 4);
+}
+
+TEST(PackedWeights, LinearRefMatchesMatmulOnUnpackedWeights) {
+  Context ctx{{.isa = hw::Isa::scalar}};
+  Stream stream(ctx);
+  const Tensor a = random_tensor(DType::f32, {9, 64}, 24);
+  for (DType dt : {DType::f32, DType::bf16, DType::i8, DType::i4}) {
+    const WeightsPtr w = make_weights(random_tensor(DType::f32, {64, 40}, 25), dt, {.group_size = 32, .zero_points = true});
+    Tensor c = zeros(DType::f32, {9, 40}), ref = zeros(DType::f32, {9, 40});
+    ASSERT_TRUE(ops::linear(stream, a, w, c).ok());
+    ASSERT_TRUE(ops::matmul(stream, a, value_or_die(w->unpack()), ref).ok());
+    EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, 64)));
+  }
+}
+
+TEST(LinearErrors, PlanNamesTheArgument) {
+  Context ctx;
+  auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  const Tensor wf = random_tensor(DType::f32, {96, 16}, 26);
+  const WeightsPtr w = value_or_die(ops::pack_weights(wf, DType::f32));
+  const WeightsPtr i4 = value_or_die(ops::quantize_weights(wf, {.group_size = 32}));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), nullptr, d(DType::f32, {4, 16})), "w"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 95}), w, d(DType::f32, {4, 16})), "a"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::i8, {4, 96}), w, d(DType::f32, {4, 16})), "a"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::f32, {4, 17})), "c"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::i32, {4, 16})), "c"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::f32, {4, 16}), {.bias = d(DType::f32, {15})}), "bias"));
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), i4, d(DType::f32, {4, 16}), {}, {.quantize_activations = true}),
+                           "options.quantize_activations"));
+  EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.group_size = 40}), "spec.group_size"));
+  EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.group_size = -32}), "spec.group_size"));
+  EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.dtype = DType::u8}), "spec.dtype"));
+  EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.scale_dtype = DType::i32}), "spec.scale_dtype"));
+  EXPECT_TRUE(fails_naming(ops::pack_weights(wf, DType::i8), "dtype"));
+  EXPECT_TRUE(fails_naming(ops::pack_weights(zeros(DType::f32, {0, 4}), DType::f32), "b"));
+  Tensor bad = random_tensor(DType::f32, {32, 4}, 27);
+  bad.data_as<float>()[5] = __builtin_inff();
+  EXPECT_TRUE(fails_naming(ops::quantize_weights(bad, {.group_size = 32}), "b"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
