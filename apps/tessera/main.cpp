@@ -1,4 +1,4 @@
-// tessera: the command-line face of the library (info, demo; more to come).
+// tessera: the command-line face of the library (info, demo, bench; more to come).
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
@@ -6,6 +6,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::app::add_info_command(app);
   tessera::app::add_demo_command(app);
+  tessera::app::add_bench_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

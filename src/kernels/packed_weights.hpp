@@ -8,7 +8,8 @@
 //        to 32 with zeros. A tile (16 k-pairs x 16 columns) is 1 KiB; each
 //        64-byte row holds the pairs (k, k+1) of 16 columns, which is also
 //        what vdpbf16ps wants.
-//   i8   [panel][k][32] bytes: signed when symmetric, unsigned with zero points
+//   i8   [panel][k/64][half][k%64/4][16][4]: the AMX int8 B-tile layout (K
+//        padded to 64), signed when symmetric, unsigned with zero points
 //   i4   [panel][k][16] bytes: byte j holds column j in its low nibble and
 //        column j+16 in its high nibble, unsigned (symmetric: zero point 8)
 //
@@ -25,6 +26,7 @@ namespace tessera::kernels {
 
 constexpr std::int64_t kPanelCols = 32;
 constexpr std::int64_t kBf16KStep = 32;  // K rows of one AMX bf16 B tile
+constexpr std::int64_t kI8KStep = 64;    // K rows of one AMX int8 B tile
 
 struct PackedB {
   DType dtype;  // f32, bf16, i8, i4
@@ -39,7 +41,11 @@ struct PackedB {
 static inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 static inline std::int64_t panels_of(std::int64_t n) { return (n + kPanelCols - 1) / kPanelCols; }
 static inline std::int64_t padded_n(std::int64_t n) { return panels_of(n) * kPanelCols; }
-static inline std::int64_t padded_k(DType dtype, std::int64_t k) { return dtype == DType::bf16 ? round_up(k, kBf16KStep) : k; }
+// K rows of one B tile for the tile layouts (bf16, i8), else 1.
+static inline std::int64_t tile_k_step(DType dtype) {
+  return dtype == DType::bf16 ? kBf16KStep : dtype == DType::i8 ? kI8KStep : 1;
+}
+static inline std::int64_t padded_k(DType dtype, std::int64_t k) { return round_up(k, tile_k_step(dtype)); }
 
 // Bytes of one packed panel row (one k) and of the whole value array.
 static inline std::int64_t panel_row_bytes(DType dtype) {
@@ -49,11 +55,12 @@ static inline std::int64_t packed_value_bytes(DType dtype, std::int64_t k, std::
   return panels_of(n) * padded_k(dtype, k) * panel_row_bytes(dtype);
 }
 
-// Element index of (k, n) in the bf16 layout.
-static inline std::int64_t bf16_packed_index(std::int64_t k_pad, std::int64_t k, std::int64_t n) {
+// Element index of (k, n) in a tile layout (bf16: pairs of k, i8: quads of k).
+static inline std::int64_t tile_packed_index(DType dtype, std::int64_t k_pad, std::int64_t k, std::int64_t n) {
+  const std::int64_t step = tile_k_step(dtype), group = step / 16;  // k values side by side in one 4-byte lane
   const std::int64_t p = n / kPanelCols, col = n % kPanelCols, half = col / 16, j = col % 16;
-  const std::int64_t kb = k / kBf16KStep, kp = (k % kBf16KStep) / 2, e = k % 2;
-  return (((((p * (k_pad / kBf16KStep) + kb) * 2 + half) * 16 + kp) * 16 + j) * 2) + e;
+  const std::int64_t kb = k / step, kq = (k % step) / group, e = k % group;
+  return (((((p * (k_pad / step) + kb) * 2 + half) * 16 + kq) * 16 + j) * group) + e;
 }
 
 // The stored integer of (k, n) for i8 / i4, and the zero point it is measured from.
@@ -64,7 +71,7 @@ static inline int quantized_at(const PackedB& b, std::int64_t k, std::int64_t n)
     const std::uint8_t byte = v[(p * b.k + k) * (kPanelCols / 2) + col % 16];
     return col < 16 ? byte & 0xf : byte >> 4;
   }
-  const std::uint8_t byte = v[(p * b.k + k) * kPanelCols + col];
+  const std::uint8_t byte = v[tile_packed_index(b.dtype, padded_k(b.dtype, b.k), k, n)];
   return b.zeros ? int(byte) : int(std::int8_t(byte));
 }
 static inline int zero_point_at(const PackedB& b, std::int64_t group, std::int64_t n) {

@@ -55,7 +55,7 @@ Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype) {
   for (std::int64_t kk = 0; kk < k; ++kk)
     for (std::int64_t nn = 0; nn < n; ++nn) {
       const std::int64_t i = dtype == DType::f32 ? (nn / kernels::kPanelCols * k + kk) * kernels::kPanelCols + nn % kernels::kPanelCols
-                                                 : kernels::bf16_packed_index(k_pad, kk, nn);
+                                                 : kernels::tile_packed_index(dtype, k_pad, kk, nn);
       store(v, dtype, i, at(b, kk, nn));
     }
   return WeightsPtr(std::move(w));
@@ -110,12 +110,12 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
         const float q = std::nearbyint(at(b, kk, nn) / scale) + float(zero);
         const int stored = spec.zero_points ? int(std::clamp(q, 0.0f, levels))
                                             : int(std::clamp(q, -qmax - (i4 ? 1.0f : 0.0f), qmax)) + (i4 ? 8 : 0);
-        const std::int64_t row = nn / kernels::kPanelCols * k + kk, col = nn % kernels::kPanelCols;
         if (i4) {
+          const std::int64_t row = nn / kernels::kPanelCols * k + kk, col = nn % kernels::kPanelCols;
           std::uint8_t& byte = values[row * (kernels::kPanelCols / 2) + col % 16];
           byte = std::uint8_t(col < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
         } else {
-          values[row * kernels::kPanelCols + col] = std::uint8_t(stored);
+          values[kernels::tile_packed_index(DType::i8, kernels::padded_k(DType::i8, k), kk, nn)] = std::uint8_t(stored);
         }
       }
     }

@@ -36,32 +36,42 @@ static inline void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-// C[m0:m1, n0:n1] with K in slices of t.k_block (a multiple of kKStep).
+// C[m0:m1, n0:n1] with K in slices of t.k_block (a multiple of kKStep),
+// sized so that a 32-row slice of A and one B panel step fit L1 together.
+// Per slice: A's rows are packed once; then for each 32-row block (its A
+// tiles stay in L1) every B panel of the task is swept (from L2), the
+// accumulators round-tripping through the task's f32 / i32 partial tile.
 template <class Traits>
 static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
                      std::int64_t n0, std::int64_t n1) {
   using Elem = typename Traits::Elem;
-  constexpr std::int64_t ks = Traits::kKStep;
-  const std::int64_t rows_pad = round_up(m1 - m0, 16);
+  constexpr std::int64_t ks = Traits::kKStep, tile_elems = 16 * 64 / sizeof(Elem);
+  const std::int64_t rows_pad = round_up(m1 - m0, 16), panels = (n1 - n0 + kPanelCols - 1) / kPanelCols;
   const std::int64_t kb = std::max(ks, std::min(t.k_block, round_up(p.k, ks)));
   const std::int64_t lda = kb;  // elements; one row is kb * sizeof(Elem) bytes
-  const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
+  const std::int64_t ldp = panels * kPanelCols;
   auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * lda) * sizeof(Elem)));
-  auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(Elem)));
+  auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * ldp) * sizeof(Elem)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows_pad * ldp) * sizeof(float)));
   const std::int64_t ldp_bytes = ldp * 4, lda_bytes = lda * std::int64_t(sizeof(Elem));
+  constexpr int kMaxPanels = 64;  // tiling keeps n_block <= kMaxPanels * 32
+  const Elem* b_panel[kMaxPanels];
   tr.prepare(p, m0, m1);
   configure_tiles();
   if (p.k == 0) std::memset(part, 0, std::size_t(rows_pad * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < std::max<std::int64_t>(p.k, 1); k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0), steps = round_up(kc, ks) / ks;
-    if (p.k > 0) tr.pack_a(p, m0, m1, k0, kc, a_pack, lda);
     const bool first = k0 == 0, last = k0 + kb >= p.k;
-    for (std::int64_t n = n0; n < n1; n += kPanelCols) {
-      const Elem* b = p.k > 0 ? tr.b_tiles(p, n, n1, k0, kc, b_buf) : nullptr;
-      for (std::int64_t m = 0; m < rows_pad; m += 32) {
-        const bool two = m + 16 < rows_pad;  // a second 16-row tile of A
-        float* c = part + m * ldp + (n - n0);
+    if (p.k > 0) {
+      tr.pack_a(p, m0, m1, k0, kc, a_pack, lda);
+      for (std::int64_t j = 0; j < panels; ++j)
+        b_panel[j] = tr.b_tiles(p, n0 + j * kPanelCols, n1, k0, kc, b_buf + j * kb * kPanelCols);
+    }
+    for (std::int64_t m = 0; m < rows_pad; m += 32) {
+      const bool two = m + 16 < rows_pad;  // a second 16-row tile of A
+      const Elem* a = a_pack + m * lda;
+      for (std::int64_t j = 0; j < panels; ++j) {
+        float* c = part + m * ldp + j * kPanelCols;
         if (p.k > 0) {
           if (first) {
             _tile_zero(0);
@@ -76,11 +86,10 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
               _tile_loadd(3, c + 16 * ldp + 16, ldp_bytes);
             }
           }
-          const Elem* a = a_pack + m * lda;
           for (std::int64_t s = 0; s < steps; ++s) {
-            const Elem* bs = b + s * 2 * 16 * (64 / sizeof(Elem));
+            const Elem* bs = b_panel[j] + s * 2 * tile_elems;
             _tile_loadd(6, bs, 64);
-            _tile_loadd(7, bs + 16 * (64 / sizeof(Elem)), 64);
+            _tile_loadd(7, bs + tile_elems, 64);
             _tile_loadd(4, a + s * ks, lda_bytes);
             Traits::dot_r0_h0();
             Traits::dot_r0_h1();
@@ -98,7 +107,7 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
           }
         }
         const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
-        if (last && rows > 0) tr.finish(p, c, ldp, rows, m0 + m, n, n1);
+        if (last && rows > 0) tr.finish(p, c, ldp, rows, m0 + m, n0 + j * kPanelCols, n1);
       }
     }
   }

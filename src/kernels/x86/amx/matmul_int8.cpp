@@ -40,24 +40,11 @@ struct Int8Traits {
     }
   }
 
-  // Four rows (k .. k+3) of 16 columns of the [k][32] int8 panel interleaved
-  // into one 64-byte tile row: column j's four bytes side by side.
-  static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t, std::int64_t k0, std::int64_t kc, Elem* buf) {
+  // int8 weights are stored in the tile layout: read in place.
+  static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t, std::int64_t k0, std::int64_t, Elem*) {
     const PackedB& b = *p.packed;
-    const auto* panel = static_cast<const std::uint8_t*>(b.values) + (n / kPanelCols * b.k) * kPanelCols;
-    const std::int64_t kc_pad = round_up(kc, kKStep);
-    for (std::int64_t k = 0; k < kc_pad; k += 4) {
-      __m512i lo = _mm512_setzero_si512(), hi = lo;
-      for (int r = 0; r < 4 && k + r < kc; ++r) {
-        const auto* row = reinterpret_cast<const __m128i*>(panel + (k0 + k + r) * kPanelCols);
-        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128(row)), 8 * r));
-        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_load_si128(row + 1)), 8 * r));
-      }
-      Elem* tile = buf + (k / kKStep) * 2 * 1024 + (k % kKStep) / 4 * 64;
-      _mm512_store_si512(tile, lo);
-      _mm512_store_si512(tile + 1024, hi);
-    }
-    return buf;
+    const std::int64_t steps = padded_k(b.dtype, b.k) / kKStep;
+    return static_cast<const Elem*>(b.values) + ((n / kPanelCols) * steps + k0 / kKStep) * 2 * 1024;
   }
 
   // C tile (row r, column half h) += A tile r x B tile h. The intrinsic is an

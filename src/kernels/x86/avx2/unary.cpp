@@ -5,16 +5,7 @@ namespace tessera::kernels::avx2 {
 
 static inline __m256 apply(UnaryKind kind, __m256 x) {
   switch (kind) {
-    case UnaryKind::silu: {
-      // As the AVX-512 row: x * sigmoid(x) from e = exp(-|x|); -inf gives -0.
-      const __m256 abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs));
-      const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-      const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-      const __m256 sigmoid = _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), negative);
-      const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-      return _mm256_blendv_ps(_mm256_mul_ps(x, sigmoid), _mm256_set1_ps(-0.0f), minus_inf);
-    }
+    case UnaryKind::silu: return silu8(x);
     case UnaryKind::identity: break;
   }
   return x;

@@ -50,10 +50,33 @@ static inline void store8_tail(void* p, DType t, __m256 v, std::int64_t n) {
   std::memcpy(p, buf, std::size_t(n * bytes_of(t)));
 }
 
+// n <= 8 elements (zeros after on load), through the tail buffer only when short.
+static inline __m256 load8_n(const void* p, DType t, std::int64_t n) {
+  return n >= 8 ? load8(p, t) : load8_tail(p, t, n);
+}
+static inline void store8_n(void* p, DType t, __m256 v, std::int64_t n) {
+  if (n >= 8)
+    store8(p, t, v);
+  else
+    store8_tail(p, t, v, n);
+}
+
+static inline const void* advance(const void* p, DType t, std::int64_t n) {
+  return static_cast<const char*>(p) + n * bytes_of(t);
+}
+static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * bytes_of(t); }
+
 static inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+static inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
@@ -79,6 +102,46 @@ static inline __m256 exp8(__m256 x) {
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
   const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
   return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+static inline __m256 abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+
+// x * sigmoid(x), with e = exp(-|x|) in (0, 1]: sigmoid = 1/(1+e) for x >= 0
+// and e/(1+e) below, accurate far into the tails. -inf gives -0.
+static inline __m256 silu8(__m256 x) {
+  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs8(x)));
+  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 sigmoid = _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), negative);
+  const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
+  return _mm256_blendv_ps(_mm256_mul_ps(x, sigmoid), _mm256_set1_ps(-0.0f), minus_inf);
+}
+
+// tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no
+// overflow, and for |x| < 2^-12 tanh(x) = x to f32 precision (the quotient
+// would lose the low bits there). NaN stays NaN.
+static inline __m256 tanh8(__m256 x) {
+  const __m256 abs = abs8(x);
+  const __m256 e = exp8(_mm256_mul_ps(abs, _mm256_set1_ps(-2.0f)));
+  __m256 t = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), e), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  t = _mm256_blendv_ps(t, abs, _mm256_cmp_ps(abs, _mm256_set1_ps(0x1p-12f), _CMP_LT_OQ));
+  return _mm256_or_ps(t, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));  // copy the sign (a NaN stays NaN)
+}
+
+// erf(x), |error| < 2e-7: Abramowitz & Stegun 7.1.26 on |x|, sign copied back.
+static inline __m256 erf8(__m256 x) {
+  const __m256 abs = abs8(x);
+  const __m256 t =
+      _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(abs, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(abs, abs)));
+  const __m256 r = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
+  return _mm256_or_ps(r, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
 }
 
 }  // namespace tessera::kernels::avx2

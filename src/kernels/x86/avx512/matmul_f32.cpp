@@ -12,29 +12,37 @@ namespace {
 constexpr std::int64_t kMr = 14;  // rows of C per micro-tile: 28 accumulators + 2 B registers of 32
 
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, 0:kc] * B[0:kc, 0:32]. A is
-// row-major (packed, row stride lda), B a dense 32-wide panel. The broadcast
-// of A folds into the FMA as a memory operand.
+// a packed k-major sliver ([k][14]), B a dense 32-wide panel: two sequential
+// streams, one pointer each.
 template <int MR>
-void micro_tile(std::int64_t kc, const float* a, std::int64_t lda, const float* b, float* part, std::int64_t ldp,
-                bool first) {
-  const float* ar[MR];
+void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, std::int64_t ldp, bool first,
+                const char* prefetch, std::int64_t prefetch_bytes) {
   __m512 acc[2 * MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
-    ar[i] = a + i * lda;
     acc[2 * i] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp);
     acc[2 * i + 1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp + 16);
   }
-  for (std::int64_t k = 0; k < kc; ++k) {
+  auto step = [&](std::int64_t k) {
     const __m512 b0 = _mm512_load_ps(b + k * kPanelCols);
     const __m512 b1 = _mm512_load_ps(b + k * kPanelCols + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(ar[i][k]);
+      const __m512 av = _mm512_set1_ps(a[k * kMr + i]);
       acc[2 * i] = _mm512_fmadd_ps(av, b0, acc[2 * i]);
       acc[2 * i + 1] = _mm512_fmadd_ps(av, b1, acc[2 * i + 1]);
     }
+  };
+  // Prefetches spread over the K loop (a few lines per 8 steps), so they
+  // never fill the line-fill buffers and stall the FMAs.
+  const std::int64_t lines = prefetch_bytes / 64, per8 = (lines + std::max<std::int64_t>(1, kc / 8) - 1) / std::max<std::int64_t>(1, kc / 8);
+  std::int64_t k = 0, off = 0;
+  for (; k + 8 <= kc; k += 8) {
+    for (std::int64_t j = 0; j < per8 && off < prefetch_bytes; ++j, off += 64) _mm_prefetch(prefetch + off, _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; ++u) step(k + u);
   }
+  for (; k < kc; ++k) step(k);
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
     _mm512_store_ps(part + i * ldp, acc[2 * i]);
@@ -42,7 +50,7 @@ void micro_tile(std::int64_t kc, const float* a, std::int64_t lda, const float* 
   }
 }
 
-using MicroTile = void (*)(std::int64_t, const float*, std::int64_t, const float*, float*, std::int64_t, bool);
+using MicroTile = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, bool, const char*, std::int64_t);
 constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micro_tile<2>,  micro_tile<3>,  micro_tile<4>,
                                             micro_tile<5>,  micro_tile<6>,  micro_tile<7>,  micro_tile<8>,  micro_tile<9>,
                                             micro_tile<10>, micro_tile<11>, micro_tile<12>, micro_tile<13>, micro_tile<14>};
@@ -58,22 +66,26 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micr
 void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                 std::int64_t n1) {
   const std::int64_t rows = m1 - m0, kb = std::max<std::int64_t>(1, std::min(t.k_block, p.k));
-  const std::int64_t lda = round_up(kb, 16) + 16;  // padded: rows of A do not share L1 sets
   const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
-  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * lda) * sizeof(float)));
+  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(round_up(rows, kMr) * kb) * sizeof(float)));
   auto* b_buf = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(float)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
   const float* row_scales = p.quantize_a ? w8a8_scales(p, m0, m1) : nullptr;
   if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0);
-    pack_a_f32(p, m0, m1, k0, kc, row_scales, a_pack, lda);
+    pack_a_f32(p, m0, m1, k0, kc, row_scales, a_pack, kMr);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const float* panel = b_panel_f32(p, n, n1, k0, kc, b_buf);
+      // Packed weights stream from L3 or memory: each micro-tile pulls in a
+      // share of the next panel while this one is hot in L1.
+      const bool stream = panel != b_buf && n + kPanelCols < n1;
+      const char* next = reinterpret_cast<const char*>(panel + p.packed->k * kPanelCols * stream);
+      const std::int64_t share = stream ? round_up(kc * kPanelCols * 4 / ((rows + kMr - 1) / kMr), 64) : 0;
       for (std::int64_t m = m0; m < m1; m += kMr) {
         const std::int64_t mr = std::min(kMr, m1 - m);
         float* tile = part + (m - m0) * ldp + (n - n0);
-        kMicroTiles[mr](kc, a_pack + (m - m0) * lda, lda, panel, tile, ldp, k0 == 0);
+        kMicroTiles[mr](kc, a_pack + (m - m0) * kc, panel, tile, ldp, k0 == 0, next + (m - m0) / kMr * share, share);
         if (k0 + kc == p.k) epilogue_tile32(p, tile, ldp, mr, m, n, n1);
       }
     }

@@ -58,23 +58,72 @@ static inline __m512i w8a8_quantize16(__m512 v, __m512 inv_scale) {
   return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
 }
 
-// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32, row-major with stride lda.
+// In-register transpose: r[i][j] -> r[j][i].
+static inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xee);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 in slivers of `mr` <= 16
+// rows, each k-major ([k][mr]): the micro-kernel then broadcasts from one
+// sequential stream. 16 x 16 blocks are transposed in registers; rows past
+// m1 in the last sliver are zero.
+constexpr std::int64_t kPrefetchAhead = 96;  // elements of a row of A
+
 static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
-                              const float* row_scales, float* dst, std::int64_t lda) {
-  for (std::int64_t m = m0; m < m1; ++m) {
-    float* out = dst + (m - m0) * lda;
-    const __m512 scale = _mm512_set1_ps(row_scales ? row_scales[m - m0] : 1.0f);
-    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), scale);
+                              const float* row_scales, float* dst, std::int64_t mr) {
+  const __mmask16 row_mask = tail_mask(mr);
+  for (std::int64_t s = m0; s < m1; s += mr) {
+    const std::int64_t rows = std::min(mr, m1 - s);
+    float* out = dst + (s - m0) * kc;
     for (std::int64_t k = 0; k < kc; k += 16) {
       const __mmask16 mask = tail_mask(kc - k);
-      __m512 v = load_a16(p, m, k0 + k, mask);
-      if (row_scales) v = _mm512_mul_ps(_mm512_cvtepi32_ps(w8a8_quantize16(v, inv)), scale);
-      _mm512_mask_storeu_ps(out + k, mask, v);
+      __m512 r[16];
+      for (std::int64_t i = 0; i < 16; ++i) {
+        if (i >= rows) {
+          r[i] = _mm512_setzero_ps();
+          continue;
+        }
+        r[i] = load_a16(p, s + i, k0 + k, mask);
+        // Rows of A are a page or more apart, so the hardware prefetcher
+        // does not follow them: fetch a few lines ahead, past this slice too.
+        if (p.a_col_stride == 1 && k0 + k + kPrefetchAhead < p.k)
+          _mm_prefetch(static_cast<const char*>(advance(p.a, p.a_dtype, (s + i) * p.a_row_stride + k0 + k + kPrefetchAhead)), _MM_HINT_T0);
+        if (row_scales) {
+          const __m512 scale = _mm512_set1_ps(row_scales[s + i - m0]);
+          const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), scale);
+          r[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(w8a8_quantize16(r[i], inv)), scale);
+        }
+      }
+      transpose16x16(r);
+      const std::int64_t n = std::min<std::int64_t>(16, kc - k);
+      for (std::int64_t j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (k + j) * mr, row_mask, r[j]);
     }
   }
 }
 
-// Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k.
+// Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k. In an
+// unnamed namespace: member functions are implicitly inline, and `static`
+// cannot be applied to a class.
+namespace {
 class BRows32 {
  public:
   // Columns [n, min(n + 32, n_end)) of B.
@@ -129,9 +178,13 @@ class BRows32 {
       q0 = _mm512_and_si512(bytes, _mm512_set1_epi32(0xf));
       q1 = _mm512_srli_epi32(bytes, 4);
     } else {
-      const auto* r = reinterpret_cast<const __m128i*>(v + (panel * b.k + k) * kPanelCols);
-      q0 = b.zeros ? _mm512_cvtepu8_epi32(_mm_load_si128(r)) : _mm512_cvtepi8_epi32(_mm_load_si128(r));
-      q1 = b.zeros ? _mm512_cvtepu8_epi32(_mm_load_si128(r + 1)) : _mm512_cvtepi8_epi32(_mm_load_si128(r + 1));
+      // Byte k % 4 of each 4-byte lane of the tile row holding k: shift it to
+      // the top, then back down with or without its sign.
+      const std::uint8_t* row = v + ((panel * (padded_k(b.dtype, b.k) / kI8KStep) + k / kI8KStep) * 2 * 1024) + (k % kI8KStep) / 4 * 64;
+      const __m512i up = _mm512_set1_epi32(int(8 * (3 - k % 4)));
+      const __m512i d0 = _mm512_sllv_epi32(_mm512_load_si512(row), up), d1 = _mm512_sllv_epi32(_mm512_load_si512(row + 1024), up);
+      q0 = b.zeros ? _mm512_srli_epi32(d0, 24) : _mm512_srai_epi32(d0, 24);
+      q1 = b.zeros ? _mm512_srli_epi32(d1, 24) : _mm512_srai_epi32(d1, 24);
     }
     // (q - zero) * scale as one fused step: q * scale - zero * scale.
     lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale_[0], zero_scale_[0]);
@@ -155,6 +208,7 @@ class BRows32 {
   std::int64_t group_ = -1;
   __m512 scale_[2], zero_scale_[2];
 };
+}  // namespace
 
 // B[k0 : k0 + kc, n : n + 32] as a dense f32 panel: packed f32 weights in
 // place, anything else converted into `buf` (kc x 32).

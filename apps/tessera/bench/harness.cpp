@@ -1,0 +1,181 @@
+#include "bench/harness.hpp"
+
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "tessera/core/aligned.hpp"
+
+namespace tessera::app::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+void settle(const MeasureOptions& options) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(options.settle_ms));
+}
+
+// Sum of n floats (n a multiple of 16, p 16-byte aligned). Four independent
+// accumulators keep enough loads in flight to saturate DRAM from one core;
+// SSE is baseline x86-64, so no dispatch is needed, and a bandwidth-bound
+// loop gains nothing from wider vectors.
+float sum(const float* p, std::int64_t n) {
+  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::int64_t i = 0; i < n; i += 16) {
+    s0 = _mm_add_ps(s0, _mm_load_ps(p + i));
+    s1 = _mm_add_ps(s1, _mm_load_ps(p + i + 4));
+    s2 = _mm_add_ps(s2, _mm_load_ps(p + i + 8));
+    s3 = _mm_add_ps(s3, _mm_load_ps(p + i + 12));
+  }
+  float lanes[4];
+  _mm_storeu_ps(lanes, _mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+}  // namespace
+
+std::string_view to_string(GemmType t) {
+  switch (t) {
+    case GemmType::f32: return "f32";
+    case GemmType::bf16: return "bf16";
+    case GemmType::int8: return "int8";
+    case GemmType::int4: return "int4";
+  }
+  return "?";
+}
+
+std::optional<GemmType> parse_gemm_type(std::string_view name) {
+  for (GemmType t : {GemmType::f32, GemmType::bf16, GemmType::int8, GemmType::int4})
+    if (to_string(t) == name) return t;
+  return std::nullopt;
+}
+
+std::int64_t weight_bytes(GemmType t, std::int64_t k, std::int64_t n) {
+  switch (t) {
+    case GemmType::f32: return 4 * k * n;
+    case GemmType::bf16: return 2 * k * n;
+    case GemmType::int8: return k * n + 4 * n;
+    case GemmType::int4: return k * n / 2 + 4 * n * (k / 128);
+  }
+  return 0;
+}
+
+void fill_uniform(std::span<float> out, std::uint64_t seed, float lo, float hi) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint64_t z = (seed << 40) + i + 0x9e3779b97f4a7c15ull;  // splitmix64's finalizer over a counter
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    out[i] = lo + (hi - lo) * (float(z >> 40) * 0x1p-24f);
+  }
+}
+
+void measure_interleaved(std::span<Contender> contenders, const MeasureOptions& options) {
+  // Warm-up, which also sizes each contender's repeat from its fastest call.
+  std::vector<std::int64_t> calls(contenders.size(), 1);
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    Contender& c = contenders[i];
+    settle(options);
+    double total = 0, fastest = std::numeric_limits<double>::infinity();
+    for (std::int64_t n = 0; c.error.ok() && (n < c.warmup_calls || total < options.warmup_ms); ++n) {
+      const auto t0 = Clock::now();
+      c.error = c.call();
+      const double ms = ms_since(t0);
+      total += ms;
+      fastest = std::min(fastest, ms);
+    }
+    calls[i] = std::max<std::int64_t>(1, std::int64_t(std::ceil(options.repeat_ms / std::max(fastest, 1e-6))));
+  }
+  for (int r = 0; r < options.repeats; ++r) {
+    for (std::size_t i = 0; i < contenders.size(); ++i) {
+      Contender& c = contenders[i];
+      if (!c.error.ok()) continue;
+      settle(options);
+      const auto t0 = Clock::now();
+      for (std::int64_t n = 0; n < calls[i] && c.error.ok(); ++n) c.error = c.call();
+      if (c.error.ok()) c.ms.push_back(ms_since(t0) / double(calls[i]));
+    }
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const auto mid = v.begin() + std::ptrdiff_t(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+}
+
+double best(std::span<const double> v) { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+
+Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                                        const MeasureOptions& options) {
+  // 1 MiB of floats per task: many tasks per thread, so the pool balances them,
+  // and every task starts 64-byte aligned with a multiple of 16 floats.
+  constexpr std::int64_t kGrain = std::int64_t(1) << 18;
+  const std::int64_t n = std::max<std::int64_t>(1, array_bytes / 4 / kGrain) * kGrain;
+  const std::int64_t bytes = n * 4;
+  AlignedBuffer buffers[3];
+  for (AlignedBuffer& b : buffers) {
+    b.reset(aligned_alloc_bytes(std::size_t(bytes)));
+    if (!b) return Status::out_of_memory(fmt::format("stream: cannot allocate 3 arrays of {} MiB", bytes >> 20));
+  }
+  float* a = static_cast<float*>(buffers[0].get());
+  float* b = static_cast<float*>(buffers[1].get());
+  float* c = static_cast<float*>(buffers[2].get());
+  ThreadPool& pool = ctx.pool();
+  // First touch from the pool, as the kernels will touch them.
+  pool.parallel_for(n, kGrain, [&](std::int64_t lo, std::int64_t hi) {
+    std::fill(a + lo, a + hi, 1.0f);
+    std::fill(b + lo, b + hi, 2.0f);
+    std::fill(c + lo, c + hi, 0.0f);
+  });
+
+  std::atomic<float> sink{0};  // keeps the sums alive
+  auto kernel = [&](auto body) {
+    return [&pool, n, body] {
+      pool.parallel_for(n, kGrain, body);
+      return Status{};
+    };
+  };
+  std::vector<Contender> contenders;
+  contenders.push_back({.impl = "copy", .call = kernel([&](std::int64_t lo, std::int64_t hi) {
+                          std::memcpy(c + lo, a + lo, std::size_t(hi - lo) * sizeof(float));
+                        })});
+  contenders.push_back({.impl = "triad", .call = kernel([&](std::int64_t lo, std::int64_t hi) {
+                          for (std::int64_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+                        })});
+  contenders.push_back({.impl = "read", .call = kernel([&](std::int64_t lo, std::int64_t hi) {
+                          sink.store(sum(b + lo, hi - lo), std::memory_order_relaxed);
+                        })});
+  const std::int64_t arrays_moved[] = {2, 3, 1};  // copy, triad, read
+  measure_interleaved(contenders, options);
+
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    const Contender& k = contenders[i];
+    Row r;
+    r.suite = suite;
+    r.case_name = fmt::format("{}_{}mib", k.impl, bytes >> 20);
+    r.dtype = "f32";
+    r.threads = pool.threads();
+    r.impl = "stream";
+    r.median_ms = median(k.ms);
+    r.best_ms = best(k.ms);
+    r.gbps = double(arrays_moved[i] * bytes) / r.median_ms / 1e6;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace tessera::app::bench

@@ -1,0 +1,84 @@
+#pragma once
+// The shared parts of `tessera bench`: what a GEMM under test looks like,
+// deterministic inputs, interleaved timing, and the STREAM-style bandwidth
+// rows that are the roofline of memory-bound cases.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/report.hpp"
+#include "tessera/core/status.hpp"
+#include "tessera/runtime/context.hpp"
+
+namespace tessera::app::bench {
+
+// The GEMMs of `bench gemm`, named by their weight type. C is f32 in all.
+//   f32:  A f32,  W f32
+//   bf16: A bf16, W bf16
+//   int8: A f32, quantized per row on the fly (W8A8); W int8 with one scale per column
+//   int4: A f32; W int4 with one scale per group of 128 along K (weight-only)
+enum class GemmType { f32, bf16, int8, int4 };
+std::string_view to_string(GemmType t);
+std::optional<GemmType> parse_gemm_type(std::string_view name);
+
+// Bytes of W [K, N] as stored: the values plus their f32 scales. One model
+// per type, the same for every library, so that GB/s compares times.
+std::int64_t weight_bytes(GemmType t, std::int64_t k, std::int64_t n);
+
+// C[M, N] = A[M, K] x W[K, N] by one library, for one weight matrix.
+class GemmImpl {
+ public:
+  virtual ~GemmImpl() = default;
+  // Plans for `m` rows on `threads` threads. The weights rotate through
+  // enough distinct copies that together they exceed `cold_bytes`, so that
+  // every call streams them from DRAM; 0: one copy, warm in the caches.
+  virtual Status prepare(int threads, std::int64_t m, std::int64_t cold_bytes) = 0;
+  // One call on the next copy of the weights; returns when C is written.
+  virtual Status run() = 0;
+  virtual std::int64_t copies() const = 0;
+  // What the library chose to run, for the report.
+  virtual std::string kernel() const = 0;
+};
+
+// Uniform values in [lo, hi) from a hash of (seed, index): the same on every run and machine.
+void fill_uniform(std::span<float> out, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+
+struct MeasureOptions {
+  int repeats = 5;
+  double repeat_ms = 25;  // a timed repeat runs back-to-back calls for at least this long
+  double warmup_ms = 50;  // per contender, before the first repeat
+  // Idle time before each contender's turn: OpenMP (oneDNN), OpenBLAS and
+  // Tessera's pool keep their workers spinning for a while after a call —
+  // libgomp for 300k pause loops, several ms — which on 2 cores would steal
+  // from whoever runs next.
+  double settle_ms = 20;
+};
+
+// One implementation in an interleaved measurement.
+struct Contender {
+  std::string impl;
+  std::function<Status()> call;
+  std::int64_t warmup_calls = 1;  // at least this many (cold weights: one pass over the copies)
+  Status error;                   // the first failed call; the contender then drops out
+  std::vector<double> ms;         // per-call time of each timed repeat
+};
+
+// Warms each contender up, then times its repeats in turn, A B C A B C ...,
+// so that drift (large on this machine) hits all alike.
+void measure_interleaved(std::span<Contender> contenders, const MeasureOptions& options);
+
+double median(std::vector<double> v);
+double best(std::span<const double> v);
+
+// Copy (c = a), triad (a = b + s*c) and read (sum of b) over f32 arrays of
+// `array_bytes` each, split over the context's pool. Rows: impl "stream",
+// case "copy_<N>mib" etc., gbps counting the bytes each kernel reads plus
+// writes (STREAM's convention: no write-allocate traffic).
+Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                                        const MeasureOptions& options);
+
+}  // namespace tessera::app::bench

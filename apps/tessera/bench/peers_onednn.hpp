@@ -1,0 +1,21 @@
+#pragma once
+// oneDNN's matmul primitive as a peer (built only with TESSERA_HAVE_ONEDNN).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bench/harness.hpp"
+
+namespace tessera::app::bench {
+
+// f32 (f32:f32:f32), bf16 (bf16:bf16:f32) or int8 (u8:s8:f32, per-column
+// output scales); there is no int4 GEMM in oneDNN 2.6. The weights are
+// reordered once into the layout the primitive asks for (format_tag::any),
+// its best case. w_kn: the case's f32 weights [K, N], row-major; it must
+// outlive the result.
+Result<std::unique_ptr<GemmImpl>> make_onednn_gemm(GemmType type, std::int64_t k, std::int64_t n, const float* w_kn);
+
+// "oneDNN 2.6.3".
+std::string onednn_version();
+
+}  // namespace tessera::app::bench

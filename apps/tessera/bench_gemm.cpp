@@ -1,0 +1,365 @@
+// `tessera bench gemm`: Tessera's Linear — f32, bf16, int8 (W8A8) and int4
+// (weight-only) — against oneDNN's matmul and OpenBLAS's sgemm / sgemv in the
+// same process, their repeats interleaved, with STREAM-style bandwidth rows
+// as the roofline of the weight-bound (small M) cases.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "bench/report.hpp"
+#include "commands.hpp"
+#include "tessera/core/hw.hpp"
+#include "tessera/core/tensor.hpp"
+#include "tessera/ops/matmul.hpp"
+#include "tessera/runtime/context.hpp"
+#include "tessera/runtime/stream.hpp"
+#if TESSERA_HAVE_ONEDNN
+#include "bench/peers_onednn.hpp"
+#endif
+#if TESSERA_HAVE_OPENBLAS
+#include "bench/peers_openblas.hpp"
+#endif
+
+namespace tessera::app {
+
+namespace {
+
+using bench::GemmImpl;
+using bench::GemmType;
+using bench::Row;
+
+struct GemmOptions {
+  std::vector<int> threads{1, 2};
+  std::vector<std::string> dtypes{"f32", "bf16", "int8", "int4"};
+  std::vector<std::int64_t> ms{1, 16, 128, 512};
+  int repeats = 5;
+  bool quick = false;
+  bool json = false;
+};
+
+// Rows up to this M are decode-like, bound by streaming the weights: measured cold.
+constexpr std::int64_t kMaxColdM = 16;
+
+// Per-core compute peaks of this machine (Xeon, family 6 model 207, about
+// 2.75 GHz) for "% of peak" on warm rows. f32: 2 AVX-512 FMA ports x 16
+// lanes x 2 FLOP per cycle. bf16 / int8: AMX tdpbf16ps / tdpbssd from
+// registers, as measured on it (about 2356 GFLOP/s and 4687 GOP/s at 1
+// thread). int4 is weight-only, f32 activations and accumulation, so it
+// counts against the f32 peak whichever unit the kernel dequantizes for.
+double peak_gflops_per_core(GemmType t) {
+  switch (t) {
+    case GemmType::bf16: return 2300;
+    case GemmType::int8: return 4600;
+    case GemmType::f32:
+    case GemmType::int4: return 176;
+  }
+  return 0;
+}
+
+std::string threads_label(int t) { return t == 1 ? std::string("1 thread") : fmt::format("{} threads", t); }
+
+// One Context, so one thread pool, per thread count, made once.
+class Contexts {
+ public:
+  explicit Contexts(const std::vector<int>& threads) {
+    for (int t : threads) by_threads_[t] = std::make_unique<Context>(ContextOptions{.threads = t});
+  }
+  Context& at(int threads) { return *by_threads_.at(threads); }
+
+ private:
+  std::map<int, std::unique_ptr<Context>> by_threads_;
+};
+
+void fill_tensor(const Tensor& t, std::uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  bench::fill_uniform(v, seed);
+  if (t.dtype() == DType::bf16)
+    std::transform(v.begin(), v.end(), t.data_as<bf16_t>(), [](float x) { return f32_to_bf16(x); });
+  else
+    std::copy(v.begin(), v.end(), t.data_as<float>());
+}
+
+// Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
+// from the case's f32 weights [K, N].
+class TesseraGemm final : public GemmImpl {
+  using WeightsPtr = ops::WeightsPtr;
+
+ public:
+  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn) : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)) {}
+
+  Status prepare(int threads, std::int64_t m, std::int64_t cold_bytes) override {
+    plans_.clear();
+    if (weights_.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack());
+      weights_.push_back(std::move(w));
+    }
+    const auto copies = static_cast<std::size_t>(cold_bytes / std::max<std::int64_t>(1, weights_.front()->bytes()) + 1);
+    while (weights_.size() < copies) {
+      TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack());
+      weights_.push_back(std::move(w));
+    }
+    weights_.resize(copies);
+
+    Context& ctx = contexts_.at(threads);
+    TESSERA_ASSIGN_OR_RETURN(a_, Tensor::empty(type_ == GemmType::bf16 ? DType::bf16 : DType::f32, {m, w_kn_.dim(0)}));
+    TESSERA_ASSIGN_OR_RETURN(c_, Tensor::empty(DType::f32, {m, w_kn_.dim(1)}));
+    fill_tensor(a_, 2);
+    const ops::LinearOptions options{.quantize_activations = type_ == GemmType::int8};
+    for (const WeightsPtr& w : weights_) {
+      TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), {}, options));
+      plans_.push_back(std::move(plan));
+    }
+    stream_.emplace(ctx);
+    next_ = 0;
+    return {};
+  }
+
+  Status run() override {
+    const ops::Plan& plan = *plans_[next_];
+    next_ = (next_ + 1) % plans_.size();
+    TESSERA_RETURN_IF_ERROR(plan.run(*stream_, {a_}, {c_}));
+    return stream_->synchronize();
+  }
+
+  std::int64_t copies() const override { return std::int64_t(plans_.size()); }
+  std::string kernel() const override { return plans_.empty() ? std::string() : std::string(plans_.front()->kernel()); }
+
+ private:
+  Result<WeightsPtr> pack() const {
+    switch (type_) {
+      case GemmType::f32: return ops::pack_weights(w_kn_, DType::f32);
+      case GemmType::bf16: return ops::pack_weights(w_kn_, DType::bf16);
+      case GemmType::int8: return ops::quantize_weights(w_kn_, {.dtype = DType::i8, .group_size = 0});
+      case GemmType::int4: return ops::quantize_weights(w_kn_, {.dtype = DType::i4, .group_size = 128});
+    }
+    return Status::internal("unknown GemmType");
+  }
+
+  Contexts& contexts_;
+  GemmType type_;
+  Tensor w_kn_;
+  std::vector<WeightsPtr> weights_;  // distinct copies, each packed on its own
+  Tensor a_, c_;
+  std::vector<ops::PlanPtr> plans_;  // one per weight copy
+  std::optional<Stream> stream_;
+  std::size_t next_ = 0;
+};
+
+// An implementation in the cases of one weight matrix and type.
+struct Entry {
+  std::string impl;
+  GemmType weights;  // its weight type: the traffic model and the peak of its rows
+  std::unique_ptr<GemmImpl> gemm;
+  bool cold_only = false;
+};
+
+std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor& w) {
+  std::vector<Entry> entries;
+  entries.push_back({"tessera", type, std::make_unique<TesseraGemm>(contexts, type, w)});
+  // No peer has an int4 GEMM; int4 is measured against Tessera's own f32
+  // where it is meant to win, the weight-bound rows.
+  if (type == GemmType::int4)
+    entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w), true});
+  [[maybe_unused]] auto add_peer = [&](std::string impl, Result<std::unique_ptr<GemmImpl>> peer) {
+    if (peer.ok())
+      entries.push_back({std::move(impl), type, std::move(peer).value()});
+    else
+      fmt::print(stderr, "{} {}: not measured: {}\n", impl, bench::to_string(type), peer.status().to_string());
+  };
+  [[maybe_unused]] const std::int64_t k = w.dim(0), n = w.dim(1);
+  [[maybe_unused]] const float* data = w.data_as<float>();
+#if TESSERA_HAVE_ONEDNN
+  if (type != GemmType::int4) add_peer("onednn", bench::make_onednn_gemm(type, k, n, data));
+#endif
+#if TESSERA_HAVE_OPENBLAS
+  if (type == GemmType::f32) add_peer("openblas", bench::make_openblas_gemm(k, n, data));
+#endif
+  return entries;
+}
+
+// What every case of the run shares.
+struct Run {
+  const GemmOptions& opt;
+  bench::MeasureOptions measure;
+  std::int64_t cold_bytes;         // 2x the L3: what the rotating weight copies of a cold row exceed
+  std::map<int, double> read_gbps;  // by threads: the roofline of the cold rows
+};
+
+struct Case {
+  GemmType type;
+  std::int64_t m, k, n;
+  int threads;
+};
+
+// Tessera's speed against the fastest other implementation of its case.
+void add_ratio(std::vector<Row>& rows) {
+  const auto ours = std::find_if(rows.begin(), rows.end(), [](const Row& r) { return r.impl == "tessera"; });
+  const Row* peer = nullptr;
+  for (const Row& r : rows)
+    if (r.impl != "tessera" && (!peer || r.median_ms < peer->median_ms)) peer = &r;
+  if (ours == rows.end() || !peer) return;
+  ours->ratio_vs_best_peer = peer->median_ms / ours->median_ms;
+  ours->best_peer = peer->impl;
+}
+
+void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
+  const bool cold = c.m <= kMaxColdM;
+  const std::string name = fmt::format("m{}_k{}_n{}", c.m, c.k, c.n);
+  const std::string where = fmt::format("gemm {} {} {}", name, bench::to_string(c.type), threads_label(c.threads));
+  std::vector<bench::Contender> contenders;
+  std::vector<const Entry*> measured;
+  for (Entry& e : entries) {
+    if (e.cold_only && !cold) continue;
+    if (Status s = e.gemm->prepare(c.threads, c.m, cold ? run.cold_bytes : 0); !s.ok()) {
+      fmt::print(stderr, "{}: {} skipped: {}\n", where, e.impl, s.to_string());
+      continue;
+    }
+    contenders.push_back(
+        {.impl = e.impl, .call = [g = e.gemm.get()] { return g->run(); }, .warmup_calls = e.gemm->copies()});
+    measured.push_back(&e);
+  }
+  if (contenders.empty()) return;
+  bench::measure_interleaved(contenders, run.measure);
+
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < contenders.size(); ++i) {
+    const bench::Contender& result = contenders[i];
+    const Entry& e = *measured[i];
+    if (!result.error.ok()) {
+      fmt::print(stderr, "{}: {} skipped: {}\n", where, e.impl, result.error.to_string());
+      continue;
+    }
+    Row r;
+    r.suite = "gemm";
+    r.case_name = name;
+    r.dtype = bench::to_string(c.type);
+    r.threads = c.threads;
+    r.impl = e.impl;
+    r.median_ms = bench::median(result.ms);
+    r.best_ms = bench::best(result.ms);
+    r.gflops = 2.0 * double(c.m) * double(c.n) * double(c.k) / r.median_ms / 1e6;
+    r.weights = cold ? "cold" : "warm";
+    if (cold) {
+      r.gbps = double(bench::weight_bytes(e.weights, c.k, c.n)) / r.median_ms / 1e6;
+      if (const auto bw = run.read_gbps.find(c.threads); bw != run.read_gbps.end())
+        r.pct_read_bw = 100.0 * *r.gbps / bw->second;
+    } else {
+      r.pct_peak = 100.0 * *r.gflops / (peak_gflops_per_core(e.weights) * c.threads);
+    }
+    r.kernel = e.gemm->kernel();
+    rows.push_back(std::move(r));
+  }
+  add_ratio(rows);
+  const std::string weights =
+      cold ? fmt::format("cold weights (rotating copies > {} MiB)", run.cold_bytes >> 20) : std::string("warm weights");
+  bench::print_rows(fmt::format("{} | {}", where, weights), rows, run.opt.json);
+}
+
+void print_header(const Run& run, Context& ctx) {
+  const hw::Info& hw = hw::info();
+  fmt::print("tessera bench gemm: {}, {} cores, L3 {} MiB, isa {}\n", hw.cpu_name, hw.cores, hw.l3_bytes >> 20,
+             hw::to_string(ctx.isa()));
+#if TESSERA_HAVE_ONEDNN
+  fmt::print("peer: {}\n", bench::onednn_version());
+  fmt::print("     int8: Tessera quantizes A inside the timed call (W8A8); oneDNN is given u8 A ready-made\n");
+#endif
+#if TESSERA_HAVE_OPENBLAS
+  fmt::print("peer: {}\n", bench::openblas_version());
+#endif
+  fmt::print("median and best of {} repeats (each >= {:.0f} ms of back-to-back calls) after warm-up, implementations "
+             "interleaved\n",
+             run.measure.repeats, run.measure.repeat_ms);
+  fmt::print("M <= {}: weights cold (each implementation rotates through copies > 2x L3), GB/s of weights; "
+             "M > {}: warm, GFLOP/s\n",
+             kMaxColdM, kMaxColdM);
+  fmt::print("vs best peer: the fastest other implementation's median / Tessera's (> 1: Tessera is faster)\n");
+}
+
+void run_bench_gemm(GemmOptions opt) {
+#if TESSERA_HAVE_OPENBLAS
+  bench::ensure_openblas_coretype();  // may re-exec this command: before anything else
+#endif
+  // Ascending M: the cold rows come first and share their weight copies.
+  std::ranges::sort(opt.ms);
+  opt.ms.erase(std::unique(opt.ms.begin(), opt.ms.end()), opt.ms.end());
+  std::ranges::sort(opt.threads);
+  opt.threads.erase(std::unique(opt.threads.begin(), opt.threads.end()), opt.threads.end());
+  std::vector<GemmType> types;
+  for (const std::string& name : opt.dtypes)
+    if (const auto t = bench::parse_gemm_type(name); t && std::ranges::find(types, *t) == types.end()) types.push_back(*t);
+
+  const auto start = std::chrono::steady_clock::now();
+  Contexts contexts(opt.threads);
+  Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .cold_bytes = 2 * hw::info().l3_bytes, .read_gbps = {}};
+  if (!opt.json) print_header(run, contexts.at(opt.threads.front()));
+
+  // The roofline first: cold rows report their share of the read bandwidth.
+  for (int t : opt.threads) {
+    Result<std::vector<Row>> rows = bench::measure_stream(contexts.at(t), "gemm", run.cold_bytes, run.measure);
+    if (!rows.ok()) {
+      fmt::print(stderr, "stream {}: skipped: {}\n", threads_label(t), rows.status().to_string());
+      continue;
+    }
+    for (const Row& r : *rows)
+      if (r.case_name.starts_with("read")) run.read_gbps[t] = *r.gbps;
+    bench::print_rows(fmt::format("stream bandwidth | {} | arrays of {} MiB", threads_label(t), run.cold_bytes >> 20),
+                      *rows, opt.json);
+  }
+
+  // Llama-7B's projections: q/k/v/o (4096 x 4096), gate/up (4096 x 11008), down (11008 x 4096).
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes{{4096, 4096}, {4096, 11008}, {11008, 4096}};
+  if (opt.quick) shapes.resize(1);
+  for (const auto& [k, n] : shapes) {
+    Result<Tensor> w = Tensor::empty(DType::f32, {k, n});
+    if (!w.ok()) {
+      fmt::print(stderr, "gemm k{} n{}: skipped: {}\n", k, n, w.status().to_string());
+      continue;
+    }
+    fill_tensor(*w, 1);
+    for (GemmType type : types) {
+      std::vector<Entry> entries = make_entries(contexts, type, *w);
+      for (std::int64_t m : opt.ms)
+        for (int t : opt.threads) run_case(entries, {.type = type, .m = m, .k = k, .n = n, .threads = t}, run);
+    }
+  }
+  if (!opt.json)
+    fmt::print("\ndone in {:.0f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  static GemmOptions opt;
+  CLI::App* bench = app.add_subcommand("bench", "Benchmark Tessera against peer libraries in the same run");
+  bench->require_subcommand(1);
+  CLI::App* gemm = bench->add_subcommand(
+      "gemm", "Linear f32 / bf16 / int8 / int4 against oneDNN and OpenBLAS, with the memory-bandwidth roofline");
+  gemm->add_option("--threads", opt.threads, "thread counts")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  gemm->add_option("--dtype", opt.dtypes, "weight types")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}))
+      ->capture_default_str();
+  gemm->add_option("--m", opt.ms, "rows of A; up to 16 the weights are cold")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  gemm->add_option("--repeats", opt.repeats, "timed repeats per implementation and case")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  gemm->add_flag("--quick", opt.quick, "only K = N = 4096");
+  gemm->add_flag("--json", opt.json, "one JSON object per line (DESIGN.md, Benchmarks) instead of tables");
+  gemm->callback([] { run_bench_gemm(opt); });
+}
+
+}  // namespace tessera::app

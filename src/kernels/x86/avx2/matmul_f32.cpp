@@ -1,0 +1,88 @@
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx2/epilogue.hpp"
+#include "kernels/x86/avx2/matmul_pack.hpp"
+
+namespace tessera::kernels::avx2 {
+
+namespace {
+
+// Rows of C per micro-tile. 3 x 32 takes all 16 ymm (12 accumulators, 3 broadcasts of A, 1 vector of B) at 7 loads
+// per 12 FMAs; the textbook 6 x 16 needs 8, and 4 x 32 would need 16 accumulators.
+constexpr std::int64_t kMr = 3;
+
+// part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, 0:kc] * B[0:kc, 0:32]. A is
+// a packed k-major sliver ([k][3]), B a dense 32-wide panel: two sequential
+// streams, one pointer each. The three broadcasts of A stay in registers and
+// B passes through one, so every B vector loaded feeds MR FMAs.
+template <int MR>
+void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, std::int64_t ldp, bool first) {
+  __m256 acc[MR][4];
+#pragma GCC unroll 3
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + i * ldp + 8 * j);
+  // Two k per pass: with the loop's own uops a single k is 25 fused uops for 6 cycles of FMAs, over a 4-wide front end.
+#pragma GCC unroll 2
+  for (std::int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kPanelCols;
+    _mm_prefetch(reinterpret_cast<const char*>(bk + 8 * kPanelCols), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(bk + 8 * kPanelCols + 16), _MM_HINT_T0);
+    __m256 av[MR];
+#pragma GCC unroll 3
+    for (int i = 0; i < MR; ++i) av[i] = _mm256_broadcast_ss(a + k * kMr + i);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m256 bv = _mm256_load_ps(bk + 8 * j);
+#pragma GCC unroll 3
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 3
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm256_store_ps(part + i * ldp + 8 * j, acc[i][j]);
+}
+
+using MicroTile = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, bool);
+constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr, micro_tile<1>, micro_tile<2>, micro_tile<3>};
+
+}  // namespace
+
+// Blocked GEMM for one tile of C, as the AVX-512 row: K in slices of
+// t.k_block; per slice the task's rows of A are packed once (converted to
+// f32, W8A8-rounded when asked) and each 32-column panel of B is either read
+// in place (packed f32 weights) or converted once into an L1-resident panel,
+// then reused by every 3-row micro-tile. Partial sums of the slices stay in
+// an L2-resident tile; the epilogue runs on each micro-tile right after its
+// last slice.
+void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                std::int64_t n1) {
+  const std::int64_t rows = m1 - m0, kb = std::max<std::int64_t>(1, std::min(t.k_block, p.k));
+  const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
+  const std::size_t a_bytes = std::size_t(round_up(rows, kMr) * kb) * sizeof(float);
+  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, a_bytes));
+  auto* b_buf = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(float)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
+  const float* row_scales = p.quantize_a ? w8a8_scales(p, m0, m1) : nullptr;
+  if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
+    const std::int64_t kc = std::min(kb, p.k - k0);
+    pack_a_f32(p, m0, m1, k0, kc, row_scales, a_pack, kMr);
+    for (std::int64_t n = n0; n < n1; n += kPanelCols) {
+      const float* panel = b_panel_f32(p, n, n1, k0, kc, b_buf);
+      for (std::int64_t m = m0; m < m1; m += kMr) {
+        const std::int64_t mr = std::min(kMr, m1 - m);
+        float* tile = part + (m - m0) * ldp + (n - n0);
+        kMicroTiles[mr](kc, a_pack + (m - m0) * kc, panel, tile, ldp, k0 == 0);
+        if (k0 + kc == p.k) epilogue_tile32(p, tile, ldp, mr, m, n, n1);
+      }
+    }
+  }
+  if (p.k == 0)
+    for (std::int64_t n = n0; n < n1; n += kPanelCols) epilogue_tile32(p, part + (n - n0), ldp, rows, m0, n, n1);
+}
+
+}  // namespace tessera::kernels::avx2
