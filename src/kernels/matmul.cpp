@@ -34,6 +34,13 @@ std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int6
   return std::clamp(n_block, kPanelCols, std::max(kPanelCols, max_n));
 }
 
+// Splits m into the fewest blocks of at most max_block, evened out and
+// rounded up to a multiple of step (the micro-tile's rows).
+std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t step) {
+  const std::int64_t blocks = std::max<std::int64_t>(1, (m + max_block - 1) / max_block);
+  return round_up(std::max<std::int64_t>(1, (m + blocks - 1) / blocks), step);
+}
+
 // f32: the B panel (k_block x 32 floats) fills a third of L1, so it and
 // the 14-row A sliver streaming past it both stay in L1 (measured: a
 // 256-deep panel + sliver overflow 48 KiB and lose ~20%); 14-row
@@ -41,9 +48,9 @@ std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int6
 // 16 micro-tiles share each B panel, so a panel's trip from L3 is amortized.
 MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
   const std::int64_t k_block = std::max<std::int64_t>(64, hw.l1d_bytes / 3 / (kPanelCols * 4) / 16 * 16);
-  const std::int64_t m_block = std::min<std::int64_t>(std::max<std::int64_t>(p.m, 1), 16 * 14);
+  const std::int64_t m_block = balanced_block(p.m, 16 * 14, 14);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
-  return {m_block, n_block_for(p, m_tasks, 512, hw), k_block};
+  return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
 
 // AMX: 32 x 32 blocks of C (2 x 2 tiles). The K slice is 512 bytes of a
@@ -51,7 +58,7 @@ MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
 // step's B tiles (16 KiB) sit in L1 together; wide tasks (up to 1024
 // columns) amortize packing A.
 MatmulTiling amx_tiling(const MatmulProblem& p, const hw::Info& hw, std::int64_t k_block) {
-  const std::int64_t m_block = std::min<std::int64_t>(round_up(std::max<std::int64_t>(p.m, 1), 16), 128);
+  const std::int64_t m_block = balanced_block(p.m, 128, 16);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
   return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
