@@ -12,6 +12,12 @@ bool unit_output(const MatmulProblem& p) { return p.c_col_stride == 1 && p.resid
 // into f32 panels); W8A8 is computed in f32 on the int8-rounded values.
 bool f32_supports(const MatmulProblem& p) { return unit_output(p); }
 
+// Decode: a few rows against packed weights (not bf16: AMX streams those),
+// dequantized in registers; no W8A8 (its AMX row quantizes A itself).
+bool decode_supports(const MatmulProblem& p) {
+  return unit_output(p) && p.b_packed && p.b != DType::bf16 && !p.quantize_a && p.m <= 4;
+}
+
 // AMX bf16: bf16 activations with bf16 B (raw or packed), or any float
 // activations with packed bf16 weights, or (prefill, M >= 16) with
 // quantized weights dequantized to bf16 tiles on chip. Activations are
@@ -47,8 +53,11 @@ std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t
 // micro-tiles; a task's A slice (m_block x k_block) stays far inside L2 and
 // 16 micro-tiles share each B panel, so a panel's trip from L3 is amortized.
 MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
-  const std::int64_t k_block = std::max<std::int64_t>(64, hw.l1d_bytes / 3 / (kPanelCols * 4) / 16 * 16);
+  std::int64_t k_block = std::max<std::int64_t>(64, hw.l1d_bytes / 3 / (kPanelCols * 4) / 16 * 16);
   const std::int64_t m_block = balanced_block(p.m, 16 * 14, 14);
+  // Decode (one or two micro-tiles of rows): B is used once, so each panel
+  // streams whole from memory as one sequential run instead of in slices.
+  if (p.m <= 2 * 14) k_block = std::max<std::int64_t>(p.k, 1);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
   return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
@@ -71,6 +80,7 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
       {"matmul_int8_amx", hw::Isa::amx, amx_int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
+      {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},

@@ -77,11 +77,19 @@ void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std
     pack_a_f32(p, m0, m1, k0, kc, row_scales, a_pack, kMr);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const float* panel = b_panel_f32(p, n, n1, k0, kc, b_buf);
-      // Packed weights stream from L3 or memory: each micro-tile pulls in a
-      // share of the next panel while this one is hot in L1.
-      const bool stream = panel != b_buf && n + kPanelCols < n1;
-      const char* next = reinterpret_cast<const char*>(panel + p.packed->k * kPanelCols * stream);
-      const std::int64_t share = stream ? round_up(kc * kPanelCols * 4 / ((rows + kMr - 1) / kMr), 64) : 0;
+      // Packed weights stream from L3 or memory. Several micro-tiles per
+      // panel: each pulls in a share of the next panel while this one is hot
+      // in L1. One micro-tile (decode): the panel is read once, so run 4 KiB
+      // ahead of it (the hardware prefetcher stops at page boundaries).
+      const std::int64_t slivers = (rows + kMr - 1) / kMr, panel_bytes = kc * kPanelCols * 4;
+      const bool packed = panel != b_buf;
+      const char* next = reinterpret_cast<const char*>(panel);
+      std::int64_t share = 0;
+      if (packed && slivers == 1) {
+        next += 4096, share = panel_bytes;
+      } else if (packed && n + kPanelCols < n1) {
+        next += p.packed->k * kPanelCols * 4, share = round_up(panel_bytes / slivers, 64);
+      }
       for (std::int64_t m = m0; m < m1; m += kMr) {
         const std::int64_t mr = std::min(kMr, m1 - m);
         float* tile = part + (m - m0) * ldp + (n - n0);

@@ -1,0 +1,154 @@
+#include <algorithm>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
+#include "kernels/x86/avx512/matmul_pack.hpp"
+
+namespace tessera::kernels::avx512 {
+
+namespace {
+
+constexpr std::int64_t kMaxRows = 4;   // 4 rows x 2 panels x 2 halves = 16 accumulators
+constexpr std::int64_t kAhead = 4096;  // bytes of prefetch ahead of each panel's stream
+
+// Per-group dequantization constants of one panel: w = q * scale - zero * scale.
+struct GroupScales {
+  __m512 scale[2], zero_scale[2];
+  void load(const PackedB& b, std::int64_t g, std::int64_t n) {
+    const std::int64_t at = g * padded_n(b.n) + n;
+    for (int h = 0; h < 2; ++h) {
+      scale[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
+      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))))
+                                  : _mm512_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
+      zero_scale[h] = _mm512_mul_ps(zero, scale[h]);
+    }
+  }
+  void apply(__m512i q0, __m512i q1, __m512& w0, __m512& w1) const {
+    w0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale[0], zero_scale[0]);
+    w1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale[1], zero_scale[1]);
+  }
+};
+
+// Row k of one panel as 32 f32 lanes (two registers). i8 is handled four
+// rows at a time (one tile row holds k .. k+3), see decode_pair.
+template <DType D>
+inline void weight_row(const std::uint8_t* panel, std::int64_t k, const GroupScales& gs, __m512& w0, __m512& w1) {
+  if constexpr (D == DType::f32) {
+    const auto* r = reinterpret_cast<const float*>(panel) + k * kPanelCols;
+    w0 = _mm512_load_ps(r), w1 = _mm512_load_ps(r + 16);
+  } else {  // i4
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(panel + k * 16)));
+    gs.apply(_mm512_and_si512(bytes, _mm512_set1_epi32(0xf)), _mm512_srli_epi32(bytes, 4), w0, w1);
+  }
+}
+
+// Byte e of each 4-byte lane, sign- or zero-extended.
+template <int E>
+inline __m512i lane_byte(__m512i d, bool is_unsigned) {
+  const __m512i up = E == 3 ? d : _mm512_slli_epi32(d, 24 - 8 * E);
+  return is_unsigned ? _mm512_srli_epi32(up, 24) : _mm512_srai_epi32(up, 24);
+}
+
+// C[m0 : m0 + ROWS, n : n + 64] for two panels streamed side by side over
+// all of K: each weight row is dequantized in registers and used at once by
+// every row of A, never written back to memory.
+template <int ROWS, DType D>
+void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
+  const PackedB& b = *p.packed;
+  const int panels = n + kPanelCols < n_end ? 2 : 1;
+  const std::int64_t row_bytes = panel_row_bytes(D), panel_bytes = padded_k(D, b.k) * row_bytes;
+  const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
+  const std::int64_t group = D == DType::f32 ? b.k : b.group_size;
+  __m512 acc[ROWS][4];
+  for (auto& row : acc)
+    for (__m512& v : row) v = _mm512_setzero_ps();
+  auto fma_row = [&](std::int64_t k, const __m512 (&w)[4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) acc[i][h] = _mm512_fmadd_ps(av, w[h], acc[i][h]);
+    }
+  };
+  GroupScales gs[2] = {};  // a lone last panel leaves gs[1] unused
+  for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
+    if constexpr (D != DType::f32)
+      for (int j = 0; j < panels; ++j) gs[j].load(b, g0 / group, n + j * kPanelCols);
+    const std::int64_t g1 = std::min(b.k, g0 + group);
+    if constexpr (D == DType::i8) {
+      // One 64-byte tile row per panel half holds rows k .. k+3 (A is zero-padded to a multiple of 4).
+      for (std::int64_t k = g0; k < g1; k += 4) {
+        const std::int64_t at = (k / kI8KStep) * 2 * 1024 + (k % kI8KStep) / 4 * 64;
+        if (at % 256 == 0)
+          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + at + kAhead), _MM_HINT_T0);
+        __m512i d[4];
+        for (int j = 0; j < 2; ++j) {
+          const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
+          d[2 * j] = _mm512_load_si512(r), d[2 * j + 1] = _mm512_load_si512(r + 1024);
+        }
+        const bool u = b.zeros != nullptr;
+        __m512 w[4];
+        gs[0].apply(lane_byte<0>(d[0], u), lane_byte<0>(d[1], u), w[0], w[1]);
+        gs[1].apply(lane_byte<0>(d[2], u), lane_byte<0>(d[3], u), w[2], w[3]);
+        fma_row(k, w);
+        gs[0].apply(lane_byte<1>(d[0], u), lane_byte<1>(d[1], u), w[0], w[1]);
+        gs[1].apply(lane_byte<1>(d[2], u), lane_byte<1>(d[3], u), w[2], w[3]);
+        fma_row(k + 1, w);
+        gs[0].apply(lane_byte<2>(d[0], u), lane_byte<2>(d[1], u), w[0], w[1]);
+        gs[1].apply(lane_byte<2>(d[2], u), lane_byte<2>(d[3], u), w[2], w[3]);
+        fma_row(k + 2, w);
+        gs[0].apply(lane_byte<3>(d[0], u), lane_byte<3>(d[1], u), w[0], w[1]);
+        gs[1].apply(lane_byte<3>(d[2], u), lane_byte<3>(d[3], u), w[2], w[3]);
+        fma_row(k + 3, w);
+      }
+    } else {
+      for (std::int64_t k = g0; k < g1; ++k) {
+        // The hardware prefetcher stops at page boundaries: each panel's
+        // stream runs kAhead bytes ahead of itself.
+        if ((k * row_bytes) % 64 == 0)
+          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + k * row_bytes + kAhead), _MM_HINT_T0);
+        __m512 w[4];
+        weight_row<D>(base, k, gs[0], w[0], w[1]);
+        weight_row<D>(base + (panels == 2 ? panel_bytes : 0), k, gs[1], w[2], w[3]);
+        fma_row(k, w);
+      }
+    }
+  }
+  for (int i = 0; i < ROWS; ++i)
+    for (int h = 0; h < 2 * panels; ++h) {
+      const std::int64_t col = n + 16 * h;
+      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
+    }
+}
+
+using DecodePair = void (*)(const MatmulArgs&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+template <DType D>
+constexpr DecodePair kDecodePairs[kMaxRows + 1] = {nullptr, decode_pair<1, D>, decode_pair<2, D>, decode_pair<3, D>,
+                                                   decode_pair<4, D>};
+
+}  // namespace
+
+// Decode (M <= 4 per pass): packed f32 / i8 / i4 weights streamed once,
+// two panels at a time, dequantized in registers. A's rows are converted to
+// f32 once per task.
+void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                   std::int64_t n1) {
+  const std::int64_t rows = m1 - m0, lda = round_up(std::max<std::int64_t>(p.k, 1), 4);
+  auto* a = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * lda) * sizeof(float)));
+  for (std::int64_t m = m0; m < m1; ++m) {
+    for (std::int64_t k = 0; k < lda; k += 16) {
+      const __mmask16 mask = tail_mask(lda - k), valid = tail_mask(std::max<std::int64_t>(0, p.k - k));
+      _mm512_mask_storeu_ps(a + (m - m0) * lda + k, mask, load_a16(p, m, k, valid));  // zero past K
+    }
+  }
+  const DecodePair* kernels = p.packed->dtype == DType::f32 ? kDecodePairs<DType::f32>
+                              : p.packed->dtype == DType::i8 ? kDecodePairs<DType::i8>
+                                                             : kDecodePairs<DType::i4>;
+  for (std::int64_t m = m0; m < m1; m += kMaxRows) {
+    const std::int64_t r = std::min(kMaxRows, m1 - m);
+    for (std::int64_t n = n0; n < n1; n += 2 * kPanelCols) kernels[r](p, a + (m - m0) * lda, lda, m, n, n1);
+  }
+}
+
+}  // namespace tessera::kernels::avx512
