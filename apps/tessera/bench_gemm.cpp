@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/harness.hpp"
+#include "bench/peak.hpp"
 #include "bench/report.hpp"
 #include "commands.hpp"
 #include "tessera/core/hw.hpp"
@@ -48,22 +49,6 @@ struct GemmOptions {
 // Rows up to this M are decode-like, bound by streaming the weights: measured cold.
 constexpr std::int64_t kMaxColdM = 16;
 
-// Per-core compute peaks of this machine (Xeon, family 6 model 207, about
-// 2.75 GHz) for "% of peak" on warm rows. f32: 2 AVX-512 FMA ports x 16
-// lanes x 2 FLOP per cycle. bf16 / int8: AMX tdpbf16ps / tdpbssd from
-// registers, as measured on it (about 2356 GFLOP/s and 4687 GOP/s at 1
-// thread). int4 is weight-only, f32 activations and accumulation, so it
-// counts against the f32 peak whichever unit the kernel dequantizes for.
-double peak_gflops_per_core(GemmType t) {
-  switch (t) {
-    case GemmType::bf16: return 2300;
-    case GemmType::int8: return 4600;
-    case GemmType::f32:
-    case GemmType::int4: return 176;
-  }
-  return 0;
-}
-
 std::string threads_label(int t) { return t == 1 ? std::string("1 thread") : fmt::format("{} threads", t); }
 
 // One Context, so one thread pool, per thread count, made once.
@@ -88,12 +73,14 @@ void fill_tensor(const Tensor& t, std::uint64_t seed) {
 }
 
 // Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
-// from the case's f32 weights [K, N].
+// from the case's f32 weights [K, N]; with `fused`, the epilogue of an FFN
+// projection rides along: c = silu(a x w + bias) + residual.
 class TesseraGemm final : public GemmImpl {
   using WeightsPtr = ops::WeightsPtr;
 
  public:
-  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn) : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)) {}
+  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn, bool fused = false)
+      : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)), fused_(fused) {}
 
   Status prepare(int threads, std::int64_t m, std::int64_t cold_bytes) override {
     plans_.clear();
@@ -112,9 +99,20 @@ class TesseraGemm final : public GemmImpl {
     TESSERA_ASSIGN_OR_RETURN(a_, Tensor::empty(type_ == GemmType::bf16 ? DType::bf16 : DType::f32, {m, w_kn_.dim(0)}));
     TESSERA_ASSIGN_OR_RETURN(c_, Tensor::empty(DType::f32, {m, w_kn_.dim(1)}));
     fill_tensor(a_, 2);
+    inputs_ = {a_};
+    ops::Epilogue epilogue;
+    if (fused_) {
+      TESSERA_ASSIGN_OR_RETURN(Tensor bias, Tensor::empty(DType::f32, {w_kn_.dim(1)}));
+      TESSERA_ASSIGN_OR_RETURN(Tensor residual, Tensor::empty(DType::f32, {m, w_kn_.dim(1)}));
+      fill_tensor(bias, 3);
+      fill_tensor(residual, 4);
+      epilogue = {.activation = ops::Activation::silu, .bias = bias.desc(), .residual = residual.desc()};
+      inputs_.push_back(bias);
+      inputs_.push_back(residual);
+    }
     const ops::LinearOptions options{.quantize_activations = type_ == GemmType::int8};
     for (const WeightsPtr& w : weights_) {
-      TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), {}, options));
+      TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), epilogue, options));
       plans_.push_back(std::move(plan));
     }
     stream_.emplace(ctx);
@@ -125,7 +123,8 @@ class TesseraGemm final : public GemmImpl {
   Status run() override {
     const ops::Plan& plan = *plans_[next_];
     next_ = (next_ + 1) % plans_.size();
-    TESSERA_RETURN_IF_ERROR(plan.run(*stream_, {a_}, {c_}));
+    const Tensor out[] = {c_};
+    TESSERA_RETURN_IF_ERROR(plan.run(*stream_, inputs_, out));
     return stream_->synchronize();
   }
 
@@ -146,8 +145,10 @@ class TesseraGemm final : public GemmImpl {
   Contexts& contexts_;
   GemmType type_;
   Tensor w_kn_;
+  bool fused_;
   std::vector<WeightsPtr> weights_;  // distinct copies, each packed on its own
   Tensor a_, c_;
+  std::vector<Tensor> inputs_;  // a, [bias, residual]
   std::vector<ops::PlanPtr> plans_;  // one per weight copy
   std::optional<Stream> stream_;
   std::size_t next_ = 0;
@@ -159,6 +160,7 @@ struct Entry {
   GemmType weights;  // its weight type: the traffic model and the peak of its rows
   std::unique_ptr<GemmImpl> gemm;
   bool cold_only = false;
+  bool warm_only = false;
 };
 
 std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor& w) {
@@ -168,6 +170,8 @@ std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor&
   // where it is meant to win, the weight-bound rows.
   if (type == GemmType::int4)
     entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w), true});
+  // The fused epilogue's cost is judged where the GEMM is compute-bound.
+  entries.push_back({"tessera_epilogue", type, std::make_unique<TesseraGemm>(contexts, type, w, true), false, true});
   [[maybe_unused]] auto add_peer = [&](std::string impl, Result<std::unique_ptr<GemmImpl>> peer) {
     if (peer.ok())
       entries.push_back({std::move(impl), type, std::move(peer).value()});
@@ -191,7 +195,21 @@ struct Run {
   bench::MeasureOptions measure;
   std::int64_t cold_bytes;         // 2x the L3: what the rotating weight copies of a cold row exceed
   std::map<int, double> read_gbps;  // by threads: the roofline of the cold rows
+  std::map<int, bench::Peaks> peaks;  // by threads: the roofline of the warm rows
 };
+
+// The peak a warm row is judged against: the unit its kernels compute on.
+// int4 is weight-only (f32 activations, dequantized weights) and counts
+// against the f32 FMA peak, as f32 does.
+double peak_for(const bench::Peaks& p, GemmType t) {
+  switch (t) {
+    case GemmType::bf16: return p.amx_bf16;
+    case GemmType::int8: return p.amx_int8;
+    case GemmType::f32:
+    case GemmType::int4: return p.fma_f32;
+  }
+  return 0;
+}
 
 struct Case {
   GemmType type;
@@ -199,13 +217,22 @@ struct Case {
   int threads;
 };
 
-// Tessera's speed against the fastest other implementation of its case.
+// Tessera's speed against the fastest other implementation of its case; the
+// fused-epilogue row against the bare GEMM (below 1: what the epilogue costs).
 void add_ratio(std::vector<Row>& rows) {
-  const auto ours = std::find_if(rows.begin(), rows.end(), [](const Row& r) { return r.impl == "tessera"; });
+  const auto find = [&](std::string_view impl) {
+    return std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.impl == impl; });
+  };
+  const auto ours = find("tessera"), fused = find("tessera_epilogue");
   const Row* peer = nullptr;
   for (const Row& r : rows)
-    if (r.impl != "tessera" && (!peer || r.median_ms < peer->median_ms)) peer = &r;
-  if (ours == rows.end() || !peer) return;
+    if (r.impl != "tessera" && r.impl != "tessera_epilogue" && (!peer || r.median_ms < peer->median_ms)) peer = &r;
+  if (ours == rows.end()) return;
+  if (fused != rows.end()) {
+    fused->ratio_vs_best_peer = ours->median_ms / fused->median_ms;
+    fused->best_peer = "tessera";
+  }
+  if (!peer) return;
   ours->ratio_vs_best_peer = peer->median_ms / ours->median_ms;
   ours->best_peer = peer->impl;
 }
@@ -217,7 +244,7 @@ void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
   std::vector<bench::Contender> contenders;
   std::vector<const Entry*> measured;
   for (Entry& e : entries) {
-    if (e.cold_only && !cold) continue;
+    if ((e.cold_only && !cold) || (e.warm_only && cold)) continue;
     if (Status s = e.gemm->prepare(c.threads, c.m, cold ? run.cold_bytes : 0); !s.ok()) {
       fmt::print(stderr, "{}: {} skipped: {}\n", where, e.impl, s.to_string());
       continue;
@@ -252,7 +279,8 @@ void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
       if (const auto bw = run.read_gbps.find(c.threads); bw != run.read_gbps.end())
         r.pct_read_bw = 100.0 * *r.gbps / bw->second;
     } else {
-      r.pct_peak = 100.0 * *r.gflops / (peak_gflops_per_core(e.weights) * c.threads);
+      if (const auto pk = run.peaks.find(c.threads); pk != run.peaks.end() && peak_for(pk->second, e.weights) > 0)
+        r.pct_peak = 100.0 * *r.gflops / peak_for(pk->second, e.weights);
     }
     r.kernel = e.gemm->kernel();
     rows.push_back(std::move(r));
@@ -312,6 +340,14 @@ void run_bench_gemm(GemmOptions opt) {
       if (r.case_name.starts_with("read")) run.read_gbps[t] = *r.gbps;
     bench::print_rows(fmt::format("stream bandwidth | {} | arrays of {} MiB", threads_label(t), run.cold_bytes >> 20),
                       *rows, opt.json);
+    // And the compute roofline of the warm rows, measured now, on these threads.
+    const bench::Peaks pk = run.peaks[t] = bench::measure_peaks(contexts.at(t));
+    std::vector<Row> peak_rows;
+    const std::tuple<const char*, const char*, double> units[] = {
+        {"fma_f32", "f32", pk.fma_f32}, {"amx_bf16", "bf16", pk.amx_bf16}, {"amx_int8", "int8", pk.amx_int8}};
+    for (const auto& [unit, dtype, rate] : units)
+      if (rate > 0) peak_rows.push_back({.suite = "gemm", .case_name = unit, .dtype = dtype, .threads = t, .impl = "peak", .gflops = rate});
+    bench::print_rows(fmt::format("compute peak | {}", threads_label(t)), peak_rows, opt.json);
   }
 
   // Llama-7B's projections: q/k/v/o (4096 x 4096), gate/up (4096 x 11008), down (11008 x 4096).

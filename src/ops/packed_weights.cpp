@@ -88,26 +88,33 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
   auto* values = static_cast<std::uint8_t*>(w->values_.get());
   auto* zeros = static_cast<std::uint8_t*>(w->zeros_.get());
 
-  for (std::int64_t g = 0; g < groups; ++g)
-    for (std::int64_t nn = 0; nn < n; ++nn) {
-      float lo = 0.0f, hi = 0.0f;  // the range always holds 0, so 0 is exact
-      for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+  // Group by group, rows in order (b is usually row-major [K, N]): first
+  // each column's range, then its scale and zero point, then the values.
+  const auto cols = static_cast<std::size_t>(n);
+  std::vector<float> lo(cols), hi(cols), scale(cols);
+  std::vector<int> zero(cols);
+  const std::int64_t k_pad = kernels::padded_k(spec.dtype, k);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    std::fill(lo.begin(), lo.end(), 0.0f);  // the range always holds 0, so 0 is exact
+    std::fill(hi.begin(), hi.end(), 0.0f);
+    for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk)
+      for (std::int64_t nn = 0; nn < n; ++nn) {
         const float v = at(b, kk, nn);
         if (!std::isfinite(v))
           return Status::invalid_argument(fmt::format("b: element [{}, {}] is {}; weights to quantize must be finite", kk, nn, v));
-        lo = std::min(lo, v), hi = std::max(hi, v);
+        lo[nn] = std::min(lo[nn], v), hi[nn] = std::max(hi[nn], v);
       }
-      const float range = spec.zero_points ? (hi - lo) / levels : std::max(hi, -lo) / qmax;
+    for (std::int64_t nn = 0; nn < n; ++nn) {
+      const float range = spec.zero_points ? (hi[nn] - lo[nn]) / levels : std::max(hi[nn], -lo[nn]) / qmax;
       // Stored in the scale dtype first: quantization uses the scale the kernels will read.
       store(w->scales_.get(), spec.scale_dtype, g * n_pad + nn, range > 0.0f ? range : 1.0f);
-      const float scale = load(w->scales_.get(), spec.scale_dtype, g * n_pad + nn);
-      int zero = 0;
-      if (spec.zero_points) {
-        zero = int(std::clamp(std::nearbyint(-lo / scale), 0.0f, levels));
-        zeros[g * n_pad + nn] = std::uint8_t(zero);
-      }
-      for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
-        const float q = std::nearbyint(at(b, kk, nn) / scale) + float(zero);
+      scale[nn] = load(w->scales_.get(), spec.scale_dtype, g * n_pad + nn);
+      zero[nn] = spec.zero_points ? int(std::clamp(std::nearbyint(-lo[nn] / scale[nn]), 0.0f, levels)) : 0;
+      if (spec.zero_points) zeros[g * n_pad + nn] = std::uint8_t(zero[nn]);
+    }
+    for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk)
+      for (std::int64_t nn = 0; nn < n; ++nn) {
+        const float q = std::nearbyint(at(b, kk, nn) / scale[nn]) + float(zero[nn]);
         const int stored = spec.zero_points ? int(std::clamp(q, 0.0f, levels))
                                             : int(std::clamp(q, -qmax - (i4 ? 1.0f : 0.0f), qmax)) + (i4 ? 8 : 0);
         if (i4) {
@@ -115,10 +122,10 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
           std::uint8_t& byte = values[row * (kernels::kPanelCols / 2) + col % 16];
           byte = std::uint8_t(col < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
         } else {
-          values[kernels::tile_packed_index(DType::i8, kernels::padded_k(DType::i8, k), kk, nn)] = std::uint8_t(stored);
+          values[kernels::tile_packed_index(DType::i8, k_pad, kk, nn)] = std::uint8_t(stored);
         }
       }
-    }
+  }
   return WeightsPtr(std::move(w));
 }
 

@@ -20,6 +20,7 @@
 
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
 
 namespace tessera::kernels::amx {
 
@@ -72,6 +73,8 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
       const Elem* a = a_pack + m * lda;
       for (std::int64_t j = 0; j < panels; ++j) {
         float* c = part + m * ldp + j * kPanelCols;
+        const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
+        if (last && rows > 0) avx512::prefetch_epilogue(p, rows, m0 + m, n0 + j * kPanelCols);
         if (p.k > 0) {
           if (first) {
             _tile_zero(0);
@@ -106,7 +109,6 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
             _tile_stored(3, c + 16 * ldp + 16, ldp_bytes);
           }
         }
-        const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
         if (last && rows > 0) tr.finish(p, c, ldp, rows, m0 + m, n0 + j * kPanelCols, n1);
       }
     }

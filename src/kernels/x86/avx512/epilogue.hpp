@@ -36,6 +36,20 @@ static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, s
   store16(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, v, mask);
 }
 
+// Asks for the lines the epilogue of rows [m, m + rows) x columns [n, n + 32)
+// will touch: rows of C and of the residual are a matrix row apart, too far
+// for the hardware prefetcher, so issued while the tile is still computing.
+static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n) {
+  const std::int64_t c_bytes = 32 * bytes_of(a.c_dtype), r_bytes = 32 * bytes_of(a.ep.residual_dtype);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, (m + i) * a.c_row_stride + n));
+    for (std::int64_t b = 0; b < c_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_ET0);
+    if (!a.ep.residual) continue;
+    const char* r = static_cast<const char*>(advance(a.ep.residual, a.ep.residual_dtype, (m + i) * a.ep.residual_row_stride + n));
+    for (std::int64_t b = 0; b < r_bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
+  }
+}
+
 // Rows [m, m + rows) x columns [n, n + 32) of C from an f32 tile with row stride `ld`.
 static inline void epilogue_tile32(const MatmulArgs& a, const float* tile, std::int64_t ld, std::int64_t rows,
                                    std::int64_t m, std::int64_t n, std::int64_t n_end) {
