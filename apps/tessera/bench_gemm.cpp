@@ -17,6 +17,7 @@
 #include "bench/peak.hpp"
 #include "bench/report.hpp"
 #include "commands.hpp"
+#include "tessera/core/aligned.hpp"
 #include "tessera/core/hw.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/ops/matmul.hpp"
@@ -115,6 +116,8 @@ class TesseraGemm final : public GemmImpl {
       TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), epilogue, options));
       plans_.push_back(std::move(plan));
     }
+    workspace_.reset(aligned_alloc_bytes(std::size_t(std::max<std::int64_t>(plans_.front()->workspace_bytes(), 1))));
+    if (!workspace_) return Status::out_of_memory("tessera: workspace");
     stream_.emplace(ctx);
     next_ = 0;
     return {};
@@ -124,7 +127,7 @@ class TesseraGemm final : public GemmImpl {
     const ops::Plan& plan = *plans_[next_];
     next_ = (next_ + 1) % plans_.size();
     const Tensor out[] = {c_};
-    TESSERA_RETURN_IF_ERROR(plan.run(*stream_, inputs_, out));
+    TESSERA_RETURN_IF_ERROR(plan.run(*stream_, inputs_, out, workspace_.get()));
     return stream_->synchronize();
   }
 
@@ -149,6 +152,7 @@ class TesseraGemm final : public GemmImpl {
   std::vector<WeightsPtr> weights_;  // distinct copies, each packed on its own
   Tensor a_, c_;
   std::vector<Tensor> inputs_;  // a, [bias, residual]
+  AlignedBuffer workspace_;     // W8A8: A quantized per call
   std::vector<ops::PlanPtr> plans_;  // one per weight copy
   std::optional<Stream> stream_;
   std::size_t next_ = 0;

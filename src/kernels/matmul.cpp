@@ -13,10 +13,8 @@ bool unit_output(const MatmulProblem& p) { return p.c_col_stride == 1 && p.resid
 bool f32_supports(const MatmulProblem& p) { return unit_output(p); }
 
 // Decode: a few rows against packed weights (not bf16: AMX streams those),
-// dequantized in registers; no W8A8 (its AMX row quantizes A itself).
-bool decode_supports(const MatmulProblem& p) {
-  return unit_output(p) && p.b_packed && p.b != DType::bf16 && !p.quantize_a && p.m <= 4;
-}
+// dequantized in registers; W8A8 too (int8 x int8 products are exact in f32).
+bool decode_supports(const MatmulProblem& p) { return unit_output(p) && p.b_packed && p.b != DType::bf16 && p.m <= 4; }
 
 // AMX bf16: bf16 activations with bf16 B (raw or packed), or any float
 // activations with packed bf16 weights, or (prefill, M >= 16) with
@@ -78,9 +76,9 @@ MatmulTiling amx_int8_tiling(const MatmulProblem& p, const hw::Info& hw) { retur
 
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
+      {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_int8_amx", hw::Isa::amx, amx_int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
-      {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},

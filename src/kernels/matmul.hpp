@@ -28,7 +28,7 @@ struct EpilogueArgs {
 struct MatmulProblem {
   DType a, b, c;  // b: the raw dtype, or the packed weights' dtype
   bool b_packed;
-  bool quantize_a;  // W8A8: rows of A quantized to int8 per token (int8 packed B only)
+  bool quantize_a;  // W8A8: A comes quantized per token (int8 packed B only)
   std::int64_t m, n, k;
   std::int64_t a_col_stride, b_col_stride, c_col_stride;
   bool residual_unit;  // no residual, or one with unit column stride
@@ -42,7 +42,13 @@ struct MatmulArgs {
   const void* b;  // raw B (when packed == nullptr)
   std::int64_t b_row_stride, b_col_stride;
   const PackedB* packed;
-  bool quantize_a;
+  // W8A8: A quantized beforehand by w8a8_quantize_rows (null otherwise):
+  // int8 rows with stride a_q_stride, zero from K up to a multiple of 64 and
+  // in whole zero rows up to a multiple of 16; one scale per row. Indexed by
+  // the matrix's row m, like A.
+  const std::int8_t* a_q;
+  const float* a_scales;
+  std::int64_t a_q_stride;
   void* c;
   std::int64_t c_row_stride, c_col_stride;
   EpilogueArgs ep;
@@ -64,7 +70,7 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily);
 
 // W8A8: each row of A is rounded to q = clamp(rne(a * (1 / scale)), -127, 127)
 // with scale = max|a| / 127 (1 for an all-zero row). A row holding NaN or Inf
-// gets a NaN scale, so its outputs are NaN. One definition for every kernel.
+// gets a NaN scale, so its outputs are NaN. One definition for both passes.
 static inline float w8a8_row_scale(float absmax, bool finite) {
   if (!finite) return __builtin_nanf("");
   return absmax > 0.0f ? absmax / 127.0f : 1.0f;
@@ -77,5 +83,13 @@ namespace avx2 { TESSERA_MATMUL_KERNEL(matmul_f32); }
 namespace avx512 { TESSERA_MATMUL_KERNEL(matmul_f32); TESSERA_MATMUL_KERNEL(matmul_decode); }
 namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
 #undef TESSERA_MATMUL_KERNEL
+
+// The W8A8 pre-pass: rows [m0, m1) of A quantized per token into q (row
+// stride ldq, zero-padded past K) and scales.
+#define TESSERA_W8A8_QUANTIZE(name) \
+  void name(const MatmulArgs&, std::int64_t m0, std::int64_t m1, std::int8_t* q, std::int64_t ldq, float* scales)
+namespace ref { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
+namespace avx512 { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
+#undef TESSERA_W8A8_QUANTIZE
 
 }  // namespace tessera::kernels

@@ -1,6 +1,7 @@
 #include "tessera/ops/matmul.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/matmul.hpp"
@@ -46,7 +47,9 @@ class GemmPlan final : public Plan {
     Geometry g;
     Epilogue epilogue;
     WeightsPtr weights;
-    bool quantize_a = false;
+    // W8A8: the pre-pass that quantizes A's rows into the workspace (the
+    // best one under the context's ISA ceiling); null otherwise.
+    decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
     std::int64_t bytes = 0;
   };
 
@@ -62,21 +65,53 @@ class GemmPlan final : public Plan {
 
   std::string_view op() const override { return s_.op; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  // W8A8: int8 rows of A ([batch][M rounded up to 16][K rounded up to 64])
+  // and one f32 scale per row.
+  std::int64_t workspace_bytes() const override {
+    if (!s_.quantize_a) return 0;
+    const std::int64_t rows = s_.g.batch.numel() * q_rows();
+    return round_up(rows * q_stride(), 64) + rows * 4;
+  }
+
+  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kOut[] = {"c"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.c, 1), kOut));
     const std::size_t n_in = in.size(), residual = s_.epilogue.residual ? n_in - 1 : n_in;
     for (std::size_t i = 0; i < n_in; ++i)
       TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[i], s_.names[i], i == residual));
-    return stream.submit(op(), [this, &stream, in, out] {
-      execute(stream.context().pool(), in, out[0]);
+    if (workspace_bytes() > 0 && workspace == nullptr)
+      return Status::invalid_argument(fmt::format("{}: workspace: {} bytes required (workspace_bytes()), got none", op(), workspace_bytes()));
+    return stream.submit(op(), [this, &stream, in, out, workspace] {
+      execute(stream.context().pool(), in, out[0], workspace);
       return Status{};
     });
   }
 
  private:
-  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& c) const {
+  static std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+  std::int64_t q_rows() const { return round_up(s_.g.m, 16); }  // AMX reads A in 16-row tiles
+  std::int64_t q_stride() const { return round_up(std::max<std::int64_t>(s_.g.k, 1), 64); }
+
+  // Every row of every matrix of the batch, once, split over the pool.
+  void quantize_a(ThreadPool& pool, const kernels::MatmulArgs& args, const char* a, std::int8_t* q, float* scales) const {
+    const Geometry& g = s_.g;
+    const std::int64_t rows = q_rows(), ldq = q_stride();
+    std::memset(q, 0, std::size_t(g.batch.numel() * rows * ldq));  // the padding rows stay zero
+    const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(g.k, 1));
+    pool.parallel_for(g.batch.numel() * g.m, grain, [&](std::int64_t b, std::int64_t e) {
+      while (b < e) {
+        const std::int64_t matrix = b / g.m, m0 = b % g.m, m1 = std::min(g.m, m0 + (e - b));
+        kernels::MatmulArgs p = args;
+        p.a = a + g.batch.offsets(matrix)[0] * bytes_of(args.a_dtype);
+        const std::int64_t row0 = matrix * rows + m0;
+        s_.quantize_a(p, m0, m1, q + row0 * ldq, ldq, scales + row0);
+        b += m1 - m0;
+      }
+    });
+  }
+
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& c, void* workspace) const {
     const Geometry& g = s_.g;
     const TensorDesc& a = s_.inputs[0];
     const bool has_b = !s_.weights;
@@ -91,10 +126,13 @@ class GemmPlan final : public Plan {
     args.a_row_stride = g.a_rs, args.a_col_stride = g.a_cs;
     args.b_row_stride = g.b_rs, args.b_col_stride = g.b_cs;
     args.packed = has_b ? nullptr : &packed_;
-    args.quantize_a = s_.quantize_a;
     args.c_row_stride = g.c_rs, args.c_col_stride = g.c_cs;
     args.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), bias ? bias->data() : nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
+    auto* q = static_cast<std::int8_t*>(workspace);
+    auto* q_scales = s_.quantize_a ? reinterpret_cast<float*>(q + round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64)) : nullptr;
+    if (s_.quantize_a) quantize_a(pool, args, byte_ptr(in[0]), q, q_scales);
+    args.a_q_stride = q_stride();
     const kernels::MatmulTiling& t = s_.tiling;
     const std::int64_t mb = (g.m + t.m_block - 1) / t.m_block, nb = (g.n + t.n_block - 1) / t.n_block;
     const std::int64_t per_matrix = mb * nb;
@@ -104,6 +142,10 @@ class GemmPlan final : public Plan {
       kernels::MatmulArgs p = args;
       p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
       if (has_b) p.b = byte_ptr(in[1]) + off[1] * bytes_of(args.b_dtype);
+      if (q) {
+        p.a_q = q + task / per_matrix * q_rows() * q_stride();
+        p.a_scales = q_scales + task / per_matrix * q_rows();
+      }
       p.c = const_cast<char*>(byte_ptr(c)) + off[2] * bytes_of(args.c_dtype);
       if (res) p.ep.residual = byte_ptr(*res) + off[3] * bytes_of(res->dtype());
       s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
@@ -151,7 +193,7 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
                                        spec.weights ? spec.weights->dtype() : spec.inputs[1].dtype,
                                        spec.c.dtype,
                                        spec.weights != nullptr,
-                                       spec.quantize_a,
+                                       spec.quantize_a != nullptr,
                                        g.m,
                                        g.n,
                                        g.k,
@@ -260,8 +302,9 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));
   TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
 
-  GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w,
-                      .quantize_a = options.quantize_activations};
+  GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
+  if (options.quantize_activations)
+    spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows : kernels::ref::w8a8_quantize_rows;
   add_epilogue_inputs(spec);
   // Leading dims of a, c and the residual collapse (usually to one): the
   // last collapsed dim is M, the rest is the batch.

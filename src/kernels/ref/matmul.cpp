@@ -28,18 +28,11 @@ double activate(double v, Act act) {
   return v;
 }
 
-// Row m of A as the kernels see it: W8A8 rounds it to int8 steps of the row's scale.
+// Row m of A as the kernels see it: W8A8 gives the int8 steps of the row's scale.
 void load_a_row(const MatmulArgs& a, std::int64_t m, std::vector<double>& row) {
-  for (std::int64_t k = 0; k < a.k; ++k) row[std::size_t(k)] = load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride);
-  if (!a.quantize_a) return;
-  float absmax = 0.0f;
-  bool finite = true;
-  for (double v : row) {
-    absmax = std::max(absmax, std::fabs(float(v)));
-    finite = finite && std::isfinite(v);
-  }
-  const float scale = w8a8_row_scale(absmax, finite), inv = 1.0f / scale;
-  for (double& v : row) v = std::clamp(std::nearbyint(float(v) * inv), -127.0f, 127.0f) * double(scale);
+  for (std::int64_t k = 0; k < a.k; ++k)
+    row[std::size_t(k)] = a.a_q ? double(a.a_q[m * a.a_q_stride + k]) * a.a_scales[m]
+                                : load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride);
 }
 
 }  // namespace
@@ -59,6 +52,27 @@ void matmul(const MatmulArgs& a, const MatmulTiling&, std::int64_t m0, std::int6
       v = activate(v, ep.act);
       if (ep.residual) v += load(ep.residual, ep.residual_dtype, m * ep.residual_row_stride + n * ep.residual_col_stride);
       store(a.c, a.c_dtype, m * a.c_row_stride + n * a.c_col_stride, float(v));
+    }
+  }
+}
+
+void w8a8_quantize_rows(const MatmulArgs& a, std::int64_t m0, std::int64_t m1, std::int8_t* q, std::int64_t ldq,
+                        float* scales) {
+  for (std::int64_t m = m0; m < m1; ++m) {
+    float absmax = 0.0f;
+    bool finite = true;
+    for (std::int64_t k = 0; k < a.k; ++k) {
+      const float v = load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride);
+      absmax = std::max(absmax, std::fabs(v));
+      finite = finite && std::isfinite(v);
+    }
+    const float scale = w8a8_row_scale(absmax, finite), inv = 1.0f / scale;
+    scales[m - m0] = scale;
+    std::int8_t* out = q + (m - m0) * ldq;
+    for (std::int64_t k = 0; k < ldq; ++k) {
+      // NaN rounds like the vector conversion (to INT_MIN), then clamps to -127: the scale makes it NaN.
+      const float r = k < a.k ? std::nearbyint(load(a.a, a.a_dtype, m * a.a_row_stride + k * a.a_col_stride) * inv) : 0.0f;
+      out[k] = std::int8_t(std::isnan(r) ? -127.0f : std::clamp(r, -127.0f, 127.0f));
     }
   }
 }

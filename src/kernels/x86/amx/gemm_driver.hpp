@@ -6,8 +6,9 @@
 //
 //   using Elem;                        // bf16 (uint16_t) or int8
 //   static constexpr int64 kKStep;     // K per tile step: 32 (bf16) or 64 (int8)
-//   void prepare(p, m0, m1);           // per task, before the K loop (W8A8 row scales)
-//   void pack_a(p, m0, m1, k0, kc, dst, lda);  // rows -> Elem, zero-padded to 16 rows / kKStep
+//   const Elem* a_rows(p, m0, m1, k0, kc, buf, lda&);  // A's rows [m0, m1 rounded up to 16) from
+//                                      // column k0, zero past K: packed into buf (row stride lda
+//                                      // on entry) or in place (setting lda)
 //   const Elem* b_tiles(p, n, n_end, k0, kc, buf);  // panel steps: [kc/kKStep][2 halves][16 x 64 B]
 //   void dot_r0_h0() .. dot_r1_h1();   // _tile_dpbf16ps / _tile_dpbssd on C tile (r, h)
 //   void finish(p, tile, ld, rows, m, n, n_end);  // accumulators (f32 or i32 bits) -> epilogue
@@ -49,28 +50,29 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
   constexpr std::int64_t ks = Traits::kKStep, tile_elems = 16 * 64 / sizeof(Elem);
   const std::int64_t rows_pad = round_up(m1 - m0, 16), panels = (n1 - n0 + kPanelCols - 1) / kPanelCols;
   const std::int64_t kb = std::max(ks, std::min(t.k_block, round_up(p.k, ks)));
-  const std::int64_t lda = kb;  // elements; one row is kb * sizeof(Elem) bytes
   const std::int64_t ldp = panels * kPanelCols;
-  auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * lda) * sizeof(Elem)));
+  auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * kb) * sizeof(Elem)));
   auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * ldp) * sizeof(Elem)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows_pad * ldp) * sizeof(float)));
-  const std::int64_t ldp_bytes = ldp * 4, lda_bytes = lda * std::int64_t(sizeof(Elem));
+  const std::int64_t ldp_bytes = ldp * 4;
   constexpr int kMaxPanels = 64;  // tiling keeps n_block <= kMaxPanels * 32
   const Elem* b_panel[kMaxPanels];
-  tr.prepare(p, m0, m1);
   configure_tiles();
   if (p.k == 0) std::memset(part, 0, std::size_t(rows_pad * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < std::max<std::int64_t>(p.k, 1); k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0), steps = round_up(kc, ks) / ks;
     const bool first = k0 == 0, last = k0 + kb >= p.k;
+    std::int64_t lda = kb;  // elements
+    const Elem* a_base = nullptr;
     if (p.k > 0) {
-      tr.pack_a(p, m0, m1, k0, kc, a_pack, lda);
+      a_base = tr.a_rows(p, m0, m1, k0, kc, a_pack, lda);
       for (std::int64_t j = 0; j < panels; ++j)
         b_panel[j] = tr.b_tiles(p, n0 + j * kPanelCols, n1, k0, kc, b_buf + j * kb * kPanelCols);
     }
     for (std::int64_t m = 0; m < rows_pad; m += 32) {
       const bool two = m + 16 < rows_pad;  // a second 16-row tile of A
-      const Elem* a = a_pack + m * lda;
+      const Elem* a = p.k > 0 ? a_base + m * lda : nullptr;
+      const std::int64_t lda_bytes = lda * std::int64_t(sizeof(Elem));
       for (std::int64_t j = 0; j < panels; ++j) {
         float* c = part + m * ldp + j * kPanelCols;
         const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);

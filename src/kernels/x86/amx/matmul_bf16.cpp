@@ -19,11 +19,9 @@ struct Bf16Traits {
   using Elem = std::uint16_t;
   static constexpr std::int64_t kKStep = kBf16KStep;
 
-  void prepare(const MatmulArgs&, std::int64_t, std::int64_t) {}
-
-  // Rows of A rounded to bf16 (bf16 rows are copied), zero past m1 and past kc.
-  static void pack_a(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc, Elem* dst,
-                     std::int64_t lda) {
+  // Rows of A rounded to bf16 (bf16 rows are copied) into dst, zero past m1 and past kc.
+  static const Elem* a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
+                            Elem* dst, std::int64_t& lda) {
     const std::int64_t kc_pad = round_up(kc, kKStep);
     for (std::int64_t m = m0; m < m0 + round_up(m1 - m0, 16); ++m) {
       Elem* out = dst + (m - m0) * lda;
@@ -41,6 +39,7 @@ struct Bf16Traits {
       }
       std::memset(out + kc, 0, std::size_t(kc_pad - kc) * sizeof(Elem));
     }
+    return dst;
   }
 
   // Packed bf16 weights are read in place; anything else (raw B, int8 /

@@ -9,35 +9,17 @@ namespace {
 using avx512::load_a16;
 using avx512::tail_mask;
 
-// W8A8: rows of A quantized per token on the fly (s8), int8 weights (s8) per
-// output channel; s8 x s8 -> i32 on AMX, then acc * a_scale[m] * w_scale[n].
+// W8A8: rows of A quantized per token by the op layer's pre-pass (s8), int8
+// weights (s8) per output channel; s8 x s8 -> i32 on AMX, then
+// acc * a_scale[m] * w_scale[n]. Both operands are read in place as tiles.
 struct Int8Traits {
   using Elem = std::int8_t;
   static constexpr std::int64_t kKStep = 64;
-  const float* row_scales = nullptr;
-  std::int64_t m0 = 0;
 
-  void prepare(const MatmulArgs& p, std::int64_t first, std::int64_t end) {
-    row_scales = avx512::w8a8_scales(p, first, end);
-    m0 = first;
-  }
-
-  void pack_a(const MatmulArgs& p, std::int64_t first, std::int64_t m1, std::int64_t k0, std::int64_t kc, Elem* dst,
-              std::int64_t lda) const {
-    const std::int64_t kc_pad = round_up(kc, kKStep);
-    for (std::int64_t m = first; m < first + round_up(m1 - first, 16); ++m) {
-      Elem* out = dst + (m - first) * lda;
-      if (m >= m1) {
-        std::memset(out, 0, std::size_t(kc_pad));
-        continue;
-      }
-      const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_set1_ps(row_scales[m - first]));
-      for (std::int64_t k = 0; k < kc; k += 16) {
-        const __mmask16 mask = tail_mask(kc - k);
-        _mm_mask_storeu_epi8(out + k, mask, _mm512_cvtepi32_epi8(avx512::w8a8_quantize16(load_a16(p, m, k0 + k, mask), inv)));
-      }
-      std::memset(out + kc, 0, std::size_t(kc_pad - kc));
-    }
+  static const Elem* a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t, std::int64_t k0, std::int64_t, Elem*,
+                            std::int64_t& lda) {
+    lda = p.a_q_stride;
+    return p.a_q + m0 * p.a_q_stride + k0;
   }
 
   // int8 weights are stored in the tile layout: read in place.
@@ -54,14 +36,14 @@ struct Int8Traits {
   static void dot_r1_h0() { _tile_dpbssd(2, 5, 6); }
   static void dot_r1_h1() { _tile_dpbssd(3, 5, 7); }
 
-  void finish(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m, std::int64_t n,
-              std::int64_t n_end) const {
+  static void finish(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m, std::int64_t n,
+              std::int64_t n_end) {
     const PackedB& b = *p.packed;
     const __m512 w0 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff);
     const __m512 w1 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n + 16), b.scale_dtype, 0xffff);
     const __mmask16 mask0 = tail_mask(n_end - n), mask1 = tail_mask(std::max<std::int64_t>(0, n_end - n - 16));
     for (std::int64_t i = 0; i < rows; ++i) {
-      const __m512 s = _mm512_set1_ps(row_scales[m + i - m0]);
+      const __m512 s = _mm512_set1_ps(p.a_scales[m + i]);
       const auto* acc = reinterpret_cast<const __m512i*>(tile + i * ld);
       avx512::epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc)), _mm512_mul_ps(s, w0)), m + i, n, mask0);
       if (mask1)

@@ -66,11 +66,10 @@ void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std
   auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, a_bytes));
   auto* b_buf = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(float)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
-  const float* row_scales = p.quantize_a ? w8a8_scales(p, m0, m1) : nullptr;
   if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0);
-    pack_a_f32(p, m0, m1, k0, kc, row_scales, a_pack, kMr);
+    pack_a_f32(p, m0, m1, k0, kc, a_pack, kMr);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const float* panel = b_panel_f32(p, n, n1, k0, kc, b_buf);
       for (std::int64_t m = m0; m < m1; m += kMr) {

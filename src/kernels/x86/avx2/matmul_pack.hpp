@@ -38,44 +38,22 @@ static inline __m256 load_a8(const MatmulArgs& p, std::int64_t m, std::int64_t k
   return load_strided8(p.a, p.a_dtype, m * p.a_row_stride + k * p.a_col_stride, p.a_col_stride, n);
 }
 
-// W8A8 scales of rows [m0, m1), in per-thread scratch.
-static inline const float* w8a8_scales(const MatmulArgs& p, std::int64_t m0, std::int64_t m1) {
-  auto* scales = static_cast<float*>(thread_scratch(ScratchSlot::aux, std::size_t(m1 - m0) * sizeof(float)));
-  for (std::int64_t m = m0; m < m1; ++m) {
-    __m256 absmax = _mm256_setzero_ps();
-    int bad = 0;
-    for (std::int64_t k = 0; k < p.k; k += 8) {
-      const __m256 v = abs8(load_a8(p, m, k, std::min<std::int64_t>(8, p.k - k)));  // zeros past K: harmless
-      absmax = _mm256_max_ps(absmax, v);
-      bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(__FLT_MAX__), _CMP_NLE_UQ));  // NaN or Inf
-    }
-    scales[m - m0] = w8a8_row_scale(hmax(absmax), bad == 0);
-  }
-  return scales;
-}
-
-// q = clamp(rne(v / scale), -127, 127) as i32 lanes.
-static inline __m256i w8a8_quantize8(__m256 v, __m256 inv_scale) {
-  const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(v, inv_scale));
-  return _mm256_max_epi32(_mm256_min_epi32(q, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
-}
-
-// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 in slivers of `mr`
-// rows, each k-major ([k][mr]): the micro-kernel then broadcasts from one
-// sequential stream. Rows past m1 in the last sliver are left unset (their
-// results are never stored).
+// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 (W8A8: the int8 steps
+// of each row's scale) in slivers of `mr` rows, each k-major ([k][mr]): the
+// micro-kernel then broadcasts from one sequential stream. Rows past m1 in
+// the last sliver are left unset (their results are never stored).
 static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
-                              const float* row_scales, float* dst, std::int64_t mr) {
+                              float* dst, std::int64_t mr) {
   alignas(32) float v[8];
   for (std::int64_t m = m0; m < m1; ++m) {
     float* out = dst + (m - m0) / mr * mr * kc + (m - m0) % mr;
-    const __m256 scale = _mm256_set1_ps(row_scales ? row_scales[m - m0] : 1.0f);
-    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), scale);
     for (std::int64_t k = 0; k < kc; k += 8) {
       const std::int64_t n = std::min<std::int64_t>(8, kc - k);
-      __m256 x = load_a8(p, m, k0 + k, n);
-      if (row_scales) x = _mm256_mul_ps(_mm256_cvtepi32_ps(w8a8_quantize8(x, inv)), scale);
-      _mm256_store_ps(v, x);
+      if (p.a_q) {
+        for (std::int64_t j = 0; j < n; ++j) out[(k + j) * mr] = float(p.a_q[m * p.a_q_stride + k0 + k + j]) * p.a_scales[m];
+        continue;
+      }
+      _mm256_store_ps(v, load_a8(p, m, k0 + k, n));
       for (std::int64_t j = 0; j < n; ++j) out[(k + j) * mr] = v[j];
     }
   }

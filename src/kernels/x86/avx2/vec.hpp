@@ -73,13 +73,6 @@ static inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-static inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
 // halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
 static inline __m256 exp8(__m256 x) {

@@ -80,8 +80,8 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
       // One 64-byte tile row per panel half holds rows k .. k+3 (A is zero-padded to a multiple of 4).
       for (std::int64_t k = g0; k < g1; k += 4) {
         const std::int64_t at = (k / kI8KStep) * 2 * 1024 + (k % kI8KStep) / 4 * 64;
-        if (at % 256 == 0)
-          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + at + kAhead), _MM_HINT_T0);
+        for (int j = 0; j < panels; ++j)  // a line from each half per step
+          for (int h = 0; h < 2; ++h) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + at + h * 1024 + kAhead), _MM_HINT_T0);
         __m512i d[4];
         for (int j = 0; j < 2; ++j) {
           const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
@@ -131,7 +131,7 @@ constexpr DecodePair kDecodePairs[kMaxRows + 1] = {nullptr, decode_pair<1, D>, d
 
 // Decode (M <= 4 per pass): packed f32 / i8 / i4 weights streamed once,
 // two panels at a time, dequantized in registers. A's rows are converted to
-// f32 once per task.
+// f32 once per task (W8A8: the int8 steps of each row's scale).
 void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                    std::int64_t n1) {
   const std::int64_t rows = m1 - m0, lda = round_up(std::max<std::int64_t>(p.k, 1), 4);
@@ -139,7 +139,11 @@ void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, st
   for (std::int64_t m = m0; m < m1; ++m) {
     for (std::int64_t k = 0; k < lda; k += 16) {
       const __mmask16 mask = tail_mask(lda - k), valid = tail_mask(std::max<std::int64_t>(0, p.k - k));
-      _mm512_mask_storeu_ps(a + (m - m0) * lda + k, mask, load_a16(p, m, k, valid));  // zero past K
+      const __m512 v = p.a_q ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(
+                                                   valid, p.a_q + m * p.a_q_stride + k))),
+                                               _mm512_set1_ps(p.a_scales[m]))
+                             : load_a16(p, m, k, valid);
+      _mm512_mask_storeu_ps(a + (m - m0) * lda + k, mask, v);  // zero past K
     }
   }
   const DecodePair* kernels = p.packed->dtype == DType::f32 ? kDecodePairs<DType::f32>

@@ -35,29 +35,6 @@ static inline __m512 load_a16(const MatmulArgs& p, std::int64_t m, std::int64_t 
   return _mm512_load_ps(v);
 }
 
-// W8A8 scales of rows [m0, m1), in per-thread scratch.
-static inline const float* w8a8_scales(const MatmulArgs& p, std::int64_t m0, std::int64_t m1) {
-  auto* scales = static_cast<float*>(thread_scratch(ScratchSlot::aux, std::size_t(m1 - m0) * sizeof(float)));
-  for (std::int64_t m = m0; m < m1; ++m) {
-    __m512 absmax = _mm512_setzero_ps();
-    __mmask16 bad = 0;
-    for (std::int64_t k = 0; k < p.k; k += 16) {
-      const __mmask16 mask = tail_mask(p.k - k);
-      const __m512 v = _mm512_abs_ps(load_a16(p, m, k, mask));
-      absmax = _mm512_max_ps(absmax, v);
-      bad |= _mm512_mask_cmp_ps_mask(mask, v, _mm512_set1_ps(__FLT_MAX__), _CMP_NLE_UQ);  // NaN or Inf
-    }
-    scales[m - m0] = w8a8_row_scale(_mm512_reduce_max_ps(absmax), bad == 0);
-  }
-  return scales;
-}
-
-// q = clamp(rne(v / scale), -127, 127) as i32 lanes.
-static inline __m512i w8a8_quantize16(__m512 v, __m512 inv_scale) {
-  const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv_scale));
-  return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
-}
-
 // In-register transpose: r[i][j] -> r[j][i].
 static inline void transpose16x16(__m512 r[16]) {
   __m512 t[16];
@@ -82,14 +59,15 @@ static inline void transpose16x16(__m512 r[16]) {
   }
 }
 
-// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 in slivers of `mr` <= 16
-// rows, each k-major ([k][mr]): the micro-kernel then broadcasts from one
-// sequential stream. 16 x 16 blocks are transposed in registers; rows past
-// m1 in the last sliver are zero.
+// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 (W8A8: the int8 steps
+// of each row's scale) in slivers of `mr` <= 16 rows, each k-major
+// ([k][mr]): the micro-kernel then broadcasts from one sequential stream.
+// 16 x 16 blocks are transposed in registers; rows past m1 in the last
+// sliver are zero.
 constexpr std::int64_t kPrefetchAhead = 96;  // elements of a row of A
 
 static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
-                              const float* row_scales, float* dst, std::int64_t mr) {
+                              float* dst, std::int64_t mr) {
   const __mmask16 row_mask = tail_mask(mr);
   for (std::int64_t s = m0; s < m1; s += mr) {
     const std::int64_t rows = std::min(mr, m1 - s);
@@ -102,16 +80,17 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
           r[i] = _mm512_setzero_ps();
           continue;
         }
+        if (p.a_q) {
+          const auto* q = reinterpret_cast<const __m128i*>(p.a_q + (s + i) * p.a_q_stride + k0 + k);
+          r[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, q))),
+                               _mm512_set1_ps(p.a_scales[s + i]));
+          continue;
+        }
         r[i] = load_a16(p, s + i, k0 + k, mask);
         // Rows of A are a page or more apart, so the hardware prefetcher
         // does not follow them: fetch a few lines ahead, past this slice too.
         if (p.a_col_stride == 1 && k0 + k + kPrefetchAhead < p.k)
           _mm_prefetch(static_cast<const char*>(advance(p.a, p.a_dtype, (s + i) * p.a_row_stride + k0 + k + kPrefetchAhead)), _MM_HINT_T0);
-        if (row_scales) {
-          const __m512 scale = _mm512_set1_ps(row_scales[s + i - m0]);
-          const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), scale);
-          r[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(w8a8_quantize16(r[i], inv)), scale);
-        }
       }
       transpose16x16(r);
       const std::int64_t n = std::min<std::int64_t>(16, kc - k);
