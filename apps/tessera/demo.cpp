@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "commands.hpp"
@@ -20,6 +22,7 @@ struct DemoOptions {
   std::int64_t tokens = 128;
   int iters = 5;
   int threads = 0;
+  std::string weights = "f32";  // how the projection weights are packed: f32, bf16, int8 (W8A8), int4
 };
 
 constexpr std::int64_t kHidden = 2048, kHeads = 16, kHeadDim = 128, kFfn = 5632, kVocab = 4096;
@@ -36,11 +39,9 @@ void fill(const Tensor& t, std::uint64_t seed, float scale) {
   }
 }
 
-Tensor must(Result<Tensor> r) {
-  if (!r.ok()) throw std::runtime_error(r.status().to_string());
-  return std::move(r).value();
-}
-ops::PlanPtr must(Result<ops::PlanPtr> r) {
+// The demo's inputs are valid by construction: a failure is a bug, reported by main.
+template <class T>
+T must(Result<T> r) {
   if (!r.ok()) throw std::runtime_error(r.status().to_string());
   return std::move(r).value();
 }
@@ -54,9 +55,14 @@ struct Step {
   std::vector<double> ms;
 };
 
-Step op_step(std::string name, ops::PlanPtr plan, std::vector<Tensor> in, std::vector<Tensor> out) {
+// A planned op with its tensors and its workspace (from the context's pool).
+Step op_step(Context& ctx, std::string name, ops::PlanPtr plan, std::vector<Tensor> in, std::vector<Tensor> out) {
   Step s{std::move(name), std::string(plan->kernel()), out[0].shape().to_string(), plan->flops(), plan->bytes_moved(), {}, {}};
-  s.run = [plan, in = std::move(in), out = std::move(out)](Stream& stream) { return plan->run(stream, in, out); };
+  auto workspace = std::make_shared<MemoryPool::Block>();
+  if (plan->workspace_bytes() > 0) *workspace = must(ctx.memory().allocate(plan->workspace_bytes()));
+  s.run = [plan, workspace, in = std::move(in), out = std::move(out)](Stream& stream) {
+    return plan->run(stream, in, out, workspace->data());
+  };
   return s;
 }
 
@@ -91,8 +97,8 @@ void run_demo(const DemoOptions& opt) {
   for (std::int64_t i = 0; i < T; ++i) pos.data_as<std::int32_t>()[i] = std::int32_t(i);
   auto act = [&](Shape s) { return must(Tensor::empty(DType::f32, s)); };
   Tensor x = act({T, kHidden}), h = act({T, kHidden}), q = act({T, kHidden}), k = act({T, kHidden}), v = act({T, kHidden});
-  Tensor k_t = act({kHeads, kHeadDim, T}), scores = act({kHeads, T, T}), attn = act({T, kHidden}), proj = act({T, kHidden});
-  Tensor x2 = act({T, kHidden}), h2 = act({T, kHidden}), gate = act({T, kFfn}), up = act({T, kFfn}), down = act({T, kHidden});
+  Tensor k_t = act({kHeads, kHeadDim, T}), scores = act({kHeads, T, T}), attn = act({T, kHidden});
+  Tensor x2 = act({T, kHidden}), h2 = act({T, kHidden}), gate = act({T, kFfn}), up = act({T, kFfn});
   Tensor y = act({T, kHidden});
 
   // Views: [T, H*D] as [1, T, H, D] for rope, as [H, T, D] for attention.
@@ -102,13 +108,28 @@ void run_demo(const DemoOptions& opt) {
 
   std::vector<Step> steps;
   auto plan_and_add = [&](std::string name, Result<ops::PlanPtr> plan, std::vector<Tensor> in, std::vector<Tensor> out) {
-    steps.push_back(op_step(std::move(name), must(std::move(plan)), std::move(in), std::move(out)));
+    steps.push_back(op_step(ctx, std::move(name), must(std::move(plan)), std::move(in), std::move(out)));
   };
   plan_and_add("embedding", ops::Embedding::plan(ctx, embed.desc(), ids.desc(), x.desc()), {embed, ids}, {x});
   plan_and_add("attn_norm", ops::RmsNorm::plan(ctx, x.desc(), g_attn.desc(), h.desc(), {.eps = 1e-5f}), {x, g_attn}, {h});
-  plan_and_add("q_proj", ops::Matmul::plan(ctx, h.desc(), wq.desc(), q.desc()), {h, wq}, {q});
-  plan_and_add("k_proj", ops::Matmul::plan(ctx, h.desc(), wk.desc(), k.desc()), {h, wk}, {k});
-  plan_and_add("v_proj", ops::Matmul::plan(ctx, h.desc(), wv.desc(), v.desc()), {h, wv}, {v});
+  // Projections: weights packed (or quantized) once, residual adds and the
+  // gate's SiLU fused into the GEMM epilogues.
+  auto pack = [&](const Tensor& w) -> ops::WeightsPtr {
+    if (opt.weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
+    if (opt.weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
+    if (opt.weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
+    return must(ops::pack_weights(w, DType::f32));
+  };
+  const ops::LinearOptions linear{.quantize_activations = opt.weights == "int8"};
+  auto proj_step = [&](std::string name, const Tensor& a, const Tensor& w, const Tensor& c, ops::Epilogue e = {},
+                       std::vector<Tensor> extra = {}) {
+    std::vector<Tensor> in{a};
+    in.insert(in.end(), extra.begin(), extra.end());
+    plan_and_add(std::move(name), ops::Linear::plan(ctx, a.desc(), pack(w), c.desc(), e, linear), std::move(in), {c});
+  };
+  proj_step("q_proj", h, wq, q);
+  proj_step("k_proj", h, wk, k);
+  proj_step("v_proj", h, wv, v);
   for (auto [name, t] : {std::pair{"rope_q", q}, std::pair{"rope_k", k}}) {
     const Tensor view = as_bshd(t);
     plan_and_add(name, ops::Rope::plan(ctx, view.desc(), pos.desc(), cos.desc(), sin.desc(), view.desc()),
@@ -124,15 +145,12 @@ void run_demo(const DemoOptions& opt) {
                                   {.scale = 1.0f / std::sqrt(float(kHeadDim)), .causal = true}),
                {scores}, {scores});
   plan_and_add("attn_values", ops::Matmul::plan(ctx, scores.desc(), v_htd.desc(), attn_htd.desc()), {scores, v_htd}, {attn_htd});
-  plan_and_add("o_proj", ops::Matmul::plan(ctx, attn.desc(), wo.desc(), proj.desc()), {attn, wo}, {proj});
-  plan_and_add("residual_1", ops::Binary::plan(ctx, ops::BinaryOp::add, x.desc(), proj.desc(), x2.desc()), {x, proj}, {x2});
+  proj_step("o_proj+residual", attn, wo, x2, {.residual = x.desc()}, {x});
   plan_and_add("ffn_norm", ops::RmsNorm::plan(ctx, x2.desc(), g_ffn.desc(), h2.desc(), {.eps = 1e-5f}), {x2, g_ffn}, {h2});
-  plan_and_add("gate_proj", ops::Matmul::plan(ctx, h2.desc(), w_gate.desc(), gate.desc()), {h2, w_gate}, {gate});
-  plan_and_add("up_proj", ops::Matmul::plan(ctx, h2.desc(), w_up.desc(), up.desc()), {h2, w_up}, {up});
-  plan_and_add("silu", ops::Unary::plan(ctx, ops::UnaryOp::silu, gate.desc(), gate.desc()), {gate}, {gate});
+  proj_step("gate_proj+silu", h2, w_gate, gate, {.activation = ops::Activation::silu});
+  proj_step("up_proj", h2, w_up, up);
   plan_and_add("gate_mul_up", ops::Binary::plan(ctx, ops::BinaryOp::mul, gate.desc(), up.desc(), gate.desc()), {gate, up}, {gate});
-  plan_and_add("down_proj", ops::Matmul::plan(ctx, gate.desc(), w_down.desc(), down.desc()), {gate, w_down}, {down});
-  plan_and_add("residual_2", ops::Binary::plan(ctx, ops::BinaryOp::add, x2.desc(), down.desc(), y.desc()), {x2, down}, {y});
+  proj_step("down_proj+residual", gate, w_down, y, {.residual = x2.desc()}, {x2});
 
   using Clock = std::chrono::steady_clock;
   std::vector<double> totals;
@@ -153,8 +171,8 @@ void run_demo(const DemoOptions& opt) {
 
   double checksum = 0;
   for (std::int64_t i = 0; i < y.numel(); ++i) checksum += std::abs(y.data_as<float>()[i]);
-  fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32, prefill {} tokens\n", kHidden, kHeads,
-             kHeadDim, kFfn, T);
+  fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32 activations, {} weights, prefill {} tokens\n",
+             kHidden, kHeads, kHeadDim, kFfn, opt.weights, T);
   fmt::print("isa {}, {} threads, median of {} runs\n\n", hw::to_string(ctx.isa()), ctx.pool().threads(), opt.iters);
   fmt::print("{:<14} {:<20} {:<18} {:>9} {:>7} {:>9} {:>8}\n", "op", "kernel", "output", "ms", "time%", "GFLOP/s", "GB/s");
   double sum = 0;
@@ -166,8 +184,8 @@ void run_demo(const DemoOptions& opt) {
   }
   fmt::print("{:<14} {:<20} {:<18} {:>9.3f}\n", "total (ops)", "", "", sum);
   fmt::print("{:<14} {:<20} {:<18} {:>9.3f}\n", "total (layer)", "", "", median(totals));
-  fmt::print("\nmean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding)\n",
-             checksum / double(y.numel()));
+  fmt::print("\nmean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
+             checksum / double(y.numel()), opt.weights == "f32" ? "" : ", and to the weights' quantization");
 }
 
 }  // namespace
@@ -178,6 +196,8 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--tokens", opt.tokens, "prefill length")->check(CLI::Range(1, 4096));
   cmd->add_option("--iters", opt.iters, "timed runs (the median is shown)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", opt.threads, "threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--weights", opt.weights, "projection weights: f32, bf16, int8 (W8A8) or int4 (weight-only, groups of 128)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}));
   cmd->callback([] { run_demo(opt); });
 }
 
