@@ -60,6 +60,20 @@ TEST_P(LinearTest, QuantizedWeightsEveryGroupAndScaleType) {
         }
 }
 
+TEST_P(LinearTest, MinimumOddAndLargeSizes) {
+  // M, N, K drawn from {1, 3, 17, 64, 255, 1000}: every kernel row's edges
+  // (rows past a micro-tile, columns past a panel, K past a slice or a tile step).
+  const std::array<std::int64_t, 3> shapes[] = {{1, 1, 1},     {3, 17, 1},   {1, 1000, 255}, {17, 3, 1000}, {64, 255, 17},
+                                                {3, 1000, 64}, {255, 17, 3}, {1000, 64, 17}, {17, 255, 1000}};
+  for (DType wt : {DType::f32, DType::bf16, DType::i8, DType::i4})
+    for (auto [m, k, n] : shapes) {
+      SCOPED_TRACE(fmt::format("{} m={} k={} n={}", to_string(wt), m, k, n));
+      const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 30), wt, {.group_size = 0});
+      check(random_tensor(DType::f32, {m, k}, 31), w, DType::f32);
+      if (wt == DType::i8) check(random_tensor(DType::f32, {m, k}, 31), w, DType::f32, {}, true);
+    }
+}
+
 TEST_P(LinearTest, BatchedStridedActivations) {
   for (DType wt : {DType::f32, DType::bf16, DType::i4}) {
     const WeightsPtr w = make_weights(random_tensor(DType::f32, {64, 50}, 5), wt, {.group_size = 32});

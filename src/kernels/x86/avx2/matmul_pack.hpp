@@ -99,7 +99,7 @@ class BRows32 {
   void raw(std::int64_t k, __m256 (&out)[4]) {
     const std::int64_t at = k * p_.b_row_stride + n_ * p_.b_col_stride;
     for (int j = 0; j < 4; ++j) {
-      const std::int64_t n = cols_ - 8 * j, s = p_.b_col_stride;
+      const std::int64_t n = std::min<std::int64_t>(8, cols_ - 8 * j), s = p_.b_col_stride;
       out[j] = n > 0 ? load_strided8(p_.b, p_.b_dtype, at + 8 * j * s, s, n) : _mm256_setzero_ps();
     }
   }
