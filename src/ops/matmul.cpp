@@ -129,7 +129,7 @@ class GemmPlan final : public Plan {
     args.c_row_stride = g.c_rs, args.c_col_stride = g.c_cs;
     args.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), bias ? bias->data() : nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
-    auto* q = static_cast<std::int8_t*>(workspace);
+    auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;  // a caller may pass workspace unasked
     auto* q_scales = s_.quantize_a ? reinterpret_cast<float*>(q + round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64)) : nullptr;
     if (s_.quantize_a) quantize_a(pool, args, byte_ptr(in[0]), q, q_scales);
     args.a_q_stride = q_stride();

@@ -181,6 +181,26 @@ TEST(PackedWeights, LinearRefMatchesMatmulOnUnpackedWeights) {
   }
 }
 
+TEST(LinearErrors, Workspace) {
+  Context ctx;
+  Stream stream(ctx);
+  const Tensor a = random_tensor(DType::f32, {5, 64}, 32), wf = random_tensor(DType::f32, {64, 40}, 33);
+  Tensor c = zeros(DType::f32, {5, 40}), expected = zeros(DType::f32, {5, 40});
+  // A plan that needs none ignores a workspace it is given.
+  const WeightsPtr w = make_weights(wf, DType::f32);
+  const ops::PlanPtr plan = value_or_die(ops::Linear::plan(ctx, a.desc(), w, c.desc()));
+  EXPECT_EQ(plan->workspace_bytes(), 0);
+  alignas(64) char unasked[64];
+  ASSERT_TRUE(plan->run(stream, {a}, {c}, unasked).ok());
+  ASSERT_TRUE(ops::linear(stream, a, w, expected).ok());
+  EXPECT_TRUE(close(c, expected, {.atol = 0, .rtol = 0, .min_cosine = 1}));
+  // W8A8 quantizes A into its workspace: running without one is an error, not a crash.
+  const ops::PlanPtr w8a8 = value_or_die(
+      ops::Linear::plan(ctx, a.desc(), make_weights(wf, DType::i8, {.group_size = 0}), c.desc(), {}, {.quantize_activations = true}));
+  EXPECT_GT(w8a8->workspace_bytes(), 0);
+  EXPECT_TRUE(fails_naming(w8a8->run(stream, {a}, {c}), "workspace"));
+}
+
 TEST(LinearErrors, PlanNamesTheArgument) {
   Context ctx;
   auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };

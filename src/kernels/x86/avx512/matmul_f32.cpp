@@ -12,11 +12,11 @@ namespace {
 constexpr std::int64_t kMr = 14;  // rows of C per micro-tile: 28 accumulators + 2 B registers of 32
 
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, 0:kc] * B[0:kc, 0:32]. A is
-// a packed k-major sliver ([k][14]), B a dense 32-wide panel: two sequential
-// streams, one pointer each.
+// a packed k-major sliver ([k][lda], lda >= MR), B a dense 32-wide panel:
+// two sequential streams, one pointer each.
 template <int MR>
-void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, std::int64_t ldp, bool first,
-                const char* prefetch, std::int64_t prefetch_bytes) {
+void micro_tile(std::int64_t kc, const float* a, std::int64_t lda, const float* b, float* part, std::int64_t ldp,
+                bool first, const char* prefetch, std::int64_t prefetch_bytes) {
   __m512 acc[2 * MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
@@ -28,7 +28,7 @@ void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, st
     const __m512 b1 = _mm512_load_ps(b + k * kPanelCols + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const __m512 av = _mm512_set1_ps(a[k * kMr + i]);
+      const __m512 av = _mm512_set1_ps(a[k * lda + i]);
       acc[2 * i] = _mm512_fmadd_ps(av, b0, acc[2 * i]);
       acc[2 * i + 1] = _mm512_fmadd_ps(av, b1, acc[2 * i + 1]);
     }
@@ -50,7 +50,8 @@ void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, st
   }
 }
 
-using MicroTile = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, bool, const char*, std::int64_t);
+using MicroTile = void (*)(std::int64_t, const float*, std::int64_t, const float*, float*, std::int64_t, bool, const char*,
+                           std::int64_t);
 constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micro_tile<2>,  micro_tile<3>,  micro_tile<4>,
                                             micro_tile<5>,  micro_tile<6>,  micro_tile<7>,  micro_tile<8>,  micro_tile<9>,
                                             micro_tile<10>, micro_tile<11>, micro_tile<12>, micro_tile<13>, micro_tile<14>};
@@ -61,39 +62,42 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micr
 // task's rows of A are packed once (converted to f32, W8A8-rounded when
 // asked) and each 32-column panel of B is either read in place (packed f32
 // weights) or converted once into an L1-resident panel, then reused by every
-// 14-row micro-tile. Partial sums of the slices stay in an L2-resident tile;
-// the epilogue runs on each micro-tile right after its last slice.
+// micro-tile of up to 14 rows (evened out: 16 rows run as 8 + 8, not 14 + 2).
+// Partial sums of the slices stay in an L2-resident tile; the epilogue runs
+// on each micro-tile right after its last slice.
 void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                 std::int64_t n1) {
   const std::int64_t rows = m1 - m0, kb = std::max<std::int64_t>(1, std::min(t.k_block, p.k));
+  const std::int64_t slivers = (rows + kMr - 1) / kMr, mr_max = (rows + slivers - 1) / slivers;
   const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
-  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(round_up(rows, kMr) * kb) * sizeof(float)));
+  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(slivers * mr_max * kb) * sizeof(float)));
   auto* b_buf = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * kPanelCols) * sizeof(float)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
   if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0);
-    pack_a_f32(p, m0, m1, k0, kc, a_pack, kMr);
+    pack_a_f32(p, m0, m1, k0, kc, a_pack, mr_max);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const float* panel = b_panel_f32(p, n, n1, k0, kc, b_buf);
-      // Packed weights stream from L3 or memory. Several micro-tiles per
-      // panel: each pulls in a share of the next panel while this one is hot
-      // in L1. One micro-tile (decode): the panel is read once, so run 4 KiB
-      // ahead of it (the hardware prefetcher stops at page boundaries).
-      const std::int64_t slivers = (rows + kMr - 1) / kMr, panel_bytes = kc * kPanelCols * 4;
+      // Packed weights stream from L3 or memory. K in slices (many rows):
+      // each micro-tile pulls in a share of the next panel while this one is
+      // hot in L1. Whole K (few rows): the first micro-tile streams the panel
+      // from memory, 4 KiB ahead of itself (the hardware prefetcher stops at
+      // page boundaries); the others find it in L2.
+      const std::int64_t panel_bytes = kc * kPanelCols * 4;
       const bool packed = panel != b_buf;
       const char* next = reinterpret_cast<const char*>(panel);
-      std::int64_t share = 0;
-      if (packed && slivers == 1) {
-        next += 4096, share = panel_bytes;
+      std::int64_t share = 0, shares = slivers;
+      if (packed && kc == p.k) {
+        next += 4096, share = panel_bytes, shares = 1;
       } else if (packed && n + kPanelCols < n1) {
         next += p.packed->k * kPanelCols * 4, share = round_up(panel_bytes / slivers, 64);
       }
-      for (std::int64_t m = m0; m < m1; m += kMr) {
-        const std::int64_t mr = std::min(kMr, m1 - m);
+      for (std::int64_t m = m0, s = 0; m < m1; m += mr_max, ++s) {
+        const std::int64_t mr = std::min(mr_max, m1 - m);
         float* tile = part + (m - m0) * ldp + (n - n0);
         if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
-        kMicroTiles[mr](kc, a_pack + (m - m0) * kc, panel, tile, ldp, k0 == 0, next + (m - m0) / kMr * share, share);
+        kMicroTiles[mr](kc, a_pack + (m - m0) * kc, mr_max, panel, tile, ldp, k0 == 0, next + s * share, s < shares ? share : 0);
         if (k0 + kc == p.k) epilogue_tile32(p, tile, ldp, mr, m, n, n1);
       }
     }
