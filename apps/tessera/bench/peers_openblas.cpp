@@ -94,6 +94,10 @@ void ensure_openblas_coretype() {
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  // Its idle workers spin ~2^28 cycles (~0.1 s) by default, on the very cores
+  // the next implementation's turn needs; 2^20 (~0.4 ms) still keeps them hot
+  // across back-to-back calls within a repeat.
+  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1);
   execv("/proc/self/exe", argv.data());
   fmt::print(stderr, "warning: cannot re-run with OPENBLAS_CORETYPE=SkylakeX ({}); OpenBLAS keeps its {} kernels\n",
              std::strerror(errno), openblas_get_corename());

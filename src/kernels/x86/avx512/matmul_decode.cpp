@@ -9,7 +9,7 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr std::int64_t kMaxRows = 4;   // 4 rows x 2 panels x 2 halves = 16 accumulators
-constexpr std::int64_t kAhead = 4096;  // bytes of prefetch ahead of each panel's stream
+constexpr std::int64_t kAhead = 8192;  // bytes of prefetch ahead of each panel stream (measured: 4-16 KiB all within noise)
 
 // Per-group dequantization constants of one panel: w = q * scale - zero * scale.
 struct GroupScales {
@@ -122,6 +122,40 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
     }
 }
 
+// f32 weights, one or two rows: four panels at a time, four streams in flight.
+template <int ROWS>
+void decode_quad_f32(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
+  const PackedB& b = *p.packed;
+  const std::int64_t panel_floats = b.k * kPanelCols;
+  const int panels = int(std::min<std::int64_t>(4, (n_end - n + kPanelCols - 1) / kPanelCols));
+  const float* base = static_cast<const float*>(b.values) + n / kPanelCols * panel_floats;
+  const float* w[4];
+  for (int j = 0; j < 4; ++j) w[j] = base + std::min(j, panels - 1) * panel_floats;  // a short tail re-reads the last
+  __m512 acc[ROWS][8];
+  for (auto& row : acc)
+    for (__m512& v : row) v = _mm512_setzero_ps();
+  for (std::int64_t k = 0; k < b.k; ++k) {
+    for (int j = 0; j < 4; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead + 64, _MM_HINT_T0);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        acc[i][2 * j] = _mm512_fmadd_ps(av, _mm512_load_ps(w[j] + k * kPanelCols), acc[i][2 * j]);
+        acc[i][2 * j + 1] = _mm512_fmadd_ps(av, _mm512_load_ps(w[j] + k * kPanelCols + 16), acc[i][2 * j + 1]);
+      }
+    }
+  }
+  for (int i = 0; i < ROWS; ++i)
+    for (int h = 0; h < 2 * panels; ++h) {
+      const std::int64_t col = n + 16 * h;
+      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
+    }
+}
+
 using DecodePair = void (*)(const MatmulArgs&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 template <DType D>
 constexpr DecodePair kDecodePairs[kMaxRows + 1] = {nullptr, decode_pair<1, D>, decode_pair<2, D>, decode_pair<3, D>,
@@ -149,6 +183,11 @@ void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, st
   const DecodePair* kernels = p.packed->dtype == DType::f32 ? kDecodePairs<DType::f32>
                               : p.packed->dtype == DType::i8 ? kDecodePairs<DType::i8>
                                                              : kDecodePairs<DType::i4>;
+  if (p.packed->dtype == DType::f32 && rows <= 2) {
+    for (std::int64_t n = n0; n < n1; n += 4 * kPanelCols)
+      (rows == 1 ? decode_quad_f32<1> : decode_quad_f32<2>)(p, a, lda, m0, n, n1);
+    return;
+  }
   for (std::int64_t m = m0; m < m1; m += kMaxRows) {
     const std::int64_t r = std::min(kMaxRows, m1 - m);
     for (std::int64_t n = n0; n < n1; n += 2 * kPanelCols) kernels[r](p, a + (m - m0) * lda, lda, m, n, n1);
