@@ -135,8 +135,8 @@ Info detect() {
 
   if (f.avx2 && f.fma && f.f16c) info.max_isa = Isa::avx2;
   if (info.max_isa == Isa::avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) info.max_isa = Isa::avx512;
-  if (info.max_isa == Isa::avx512 && f.avx512_bf16 && f.avx512_fp16 && f.avx512_vnni && f.amx_tile && f.amx_bf16 &&
-      f.amx_int8 && f.amx_permitted)
+  if (info.max_isa == Isa::avx512 && f.avx512_bf16 && f.avx512_vnni) info.max_isa = Isa::avx512_bf16;
+  if (info.max_isa == Isa::avx512_bf16 && f.avx512_fp16 && f.amx_tile && f.amx_bf16 && f.amx_int8 && f.amx_permitted)
     info.max_isa = Isa::amx;
 
   cpu_set_t set;
@@ -146,7 +146,7 @@ Info detect() {
   return info;
 }
 
-constexpr std::array<std::string_view, 4> kIsaNames = {"scalar", "avx2", "avx512", "amx"};
+constexpr std::array<std::string_view, 5> kIsaNames = {"scalar", "avx2", "avx512", "avx512_bf16", "amx"};
 
 }  // namespace
 

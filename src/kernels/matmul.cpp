@@ -26,8 +26,14 @@ bool amx_bf16_supports(const MatmulProblem& p) {
   return p.a == DType::bf16 && p.b == DType::bf16;
 }
 
-// AMX int8: W8A8, int8 weights with one scale per output channel.
-bool amx_int8_supports(const MatmulProblem& p) { return unit_output(p) && p.quantize_a && p.b_packed && p.b == DType::i8; }
+// W8A8 (AMX-INT8, AVX512-VNNI): int8 weights with one scale per output channel.
+bool int8_supports(const MatmulProblem& p) { return unit_output(p) && p.quantize_a && p.b_packed && p.b == DType::i8; }
+
+// vdpbf16ps: bf16 weights (packed, any float activations) or bf16 x bf16.
+bool bf16_dot_supports(const MatmulProblem& p) {
+  if (!unit_output(p) || p.quantize_a) return false;
+  return p.b_packed ? p.b == DType::bf16 : p.a == DType::bf16 && p.b == DType::bf16;
+}
 
 // Splits N so that there are at least 4 tasks per core (cores drift in
 // speed here; more, smaller tasks even out), in panel multiples, at most
@@ -77,8 +83,10 @@ MatmulTiling amx_int8_tiling(const MatmulProblem& p, const hw::Info& hw) { retur
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
       {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
-      {"matmul_int8_amx", hw::Isa::amx, amx_int8_supports, amx_int8_tiling, amx::matmul_int8},
+      {"matmul_int8_amx", hw::Isa::amx, int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
+      {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, f32_tiling, avx512_bf16::matmul_int8_vnni},
+      {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, f32_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},

@@ -71,8 +71,9 @@ TEST(Hardware, InfoIsSane) {
   EXPECT_GE(info.l2_bytes, info.l1d_bytes);
   EXPECT_TRUE(info.max_isa < hw::Isa::avx2 || (info.features.avx2 && info.features.fma));
   EXPECT_TRUE(info.max_isa < hw::Isa::avx512 || (info.features.avx512f && info.features.avx512bw));
+  EXPECT_TRUE(info.max_isa < hw::Isa::avx512_bf16 || (info.features.avx512_bf16 && info.features.avx512_vnni));
   EXPECT_TRUE(info.max_isa < hw::Isa::amx || info.features.amx_permitted);
-  for (hw::Isa isa : {hw::Isa::scalar, hw::Isa::avx2, hw::Isa::avx512, hw::Isa::amx})
+  for (hw::Isa isa : {hw::Isa::scalar, hw::Isa::avx2, hw::Isa::avx512, hw::Isa::avx512_bf16, hw::Isa::amx})
     EXPECT_EQ(hw::parse_isa(hw::to_string(isa)), isa);
   EXPECT_FALSE(hw::parse_isa("sse").has_value());
 }

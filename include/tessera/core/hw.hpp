@@ -10,10 +10,11 @@ namespace tessera::hw {
 
 // ISA levels, lowest to highest. A kernel row needs one; TESSERA_ISA lowers
 // the ceiling so that one machine can run (and test) every level.
-//   avx2:   AVX2, FMA, F16C
-//   avx512: + AVX-512 F, BW, VL, DQ
-//   amx:    + AVX512-BF16, AVX512-FP16, AVX512-VNNI, AMX tile/BF16/INT8 (OS permission granted)
-enum class Isa : std::uint8_t { scalar, avx2, avx512, amx };
+//   avx2:        AVX2, FMA, F16C
+//   avx512:      + AVX-512 F, BW, VL, DQ
+//   avx512_bf16: + AVX512-BF16, AVX512-VNNI (vdpbf16ps, vpdpbusd: Cooper Lake, Zen 4)
+//   amx:         + AVX512-FP16, AMX tile/BF16/INT8 (OS permission granted)
+enum class Isa : std::uint8_t { scalar, avx2, avx512, avx512_bf16, amx };
 
 std::string_view to_string(Isa isa);
 std::optional<Isa> parse_isa(std::string_view name);

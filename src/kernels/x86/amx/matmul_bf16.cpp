@@ -10,11 +10,6 @@ using avx512::load_a16;
 using avx512::tail_mask;
 using avx512::to_bf16;
 
-// (k, k+1) rows of 16 columns as the 16 bf16 pairs of one B-tile row.
-__m512i bf16_pairs(__m512 even, __m512 odd) {
-  return _mm512_or_si512(_mm512_cvtepu16_epi32(to_bf16(even)), _mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16(odd)), 16));
-}
-
 struct Bf16Traits {
   using Elem = std::uint16_t;
   static constexpr std::int64_t kKStep = kBf16KStep;
@@ -42,25 +37,9 @@ struct Bf16Traits {
     return dst;
   }
 
-  // Packed bf16 weights are read in place; anything else (raw B, int8 /
-  // int4 weights dequantized) is converted into buf in the tile layout.
   static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0, std::int64_t kc,
                              Elem* buf) {
-    if (p.packed && p.packed->dtype == DType::bf16) {
-      const std::int64_t steps = padded_k(DType::bf16, p.packed->k) / kKStep;
-      return static_cast<const Elem*>(p.packed->values) + ((n / kPanelCols) * steps + k0 / kKStep) * 2 * 512;
-    }
-    avx512::BRows32 rows(p, n, n_end);
-    const std::int64_t kc_pad = round_up(kc, kKStep);
-    for (std::int64_t k = 0; k < kc_pad; k += 2) {
-      __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
-      if (k < kc) rows.row(k0 + k, e0, e1);
-      if (k + 1 < kc) rows.row(k0 + k + 1, o0, o1);
-      Elem* tile = buf + (k / kKStep) * 2 * 512 + (k % kKStep) / 2 * 32;
-      _mm512_store_si512(tile, bf16_pairs(e0, o0));
-      _mm512_store_si512(tile + 512, bf16_pairs(e1, o1));
-    }
-    return buf;
+    return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
   }
 
   // C tile (row r, column half h) += A tile r x B tile h. The intrinsic is an

@@ -11,25 +11,6 @@ namespace {
 constexpr std::int64_t kMaxRows = 4;   // 4 rows x 2 panels x 2 halves = 16 accumulators
 constexpr std::int64_t kAhead = 8192;  // bytes of prefetch ahead of each panel stream (measured: 4-16 KiB all within noise)
 
-// Per-group dequantization constants of one panel: w = q * scale - zero * scale.
-struct GroupScales {
-  __m512 scale[2], zero_scale[2];
-  void load(const PackedB& b, std::int64_t g, std::int64_t n) {
-    const std::int64_t at = g * padded_n(b.n) + n;
-    for (int h = 0; h < 2; ++h) {
-      scale[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
-      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                        reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))))
-                                  : _mm512_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
-      zero_scale[h] = _mm512_mul_ps(zero, scale[h]);
-    }
-  }
-  void apply(__m512i q0, __m512i q1, __m512& w0, __m512& w1) const {
-    w0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale[0], zero_scale[0]);
-    w1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale[1], zero_scale[1]);
-  }
-};
-
 // Row k of one panel as 32 f32 lanes (two registers). i8 is handled four
 // rows at a time (one tile row holds k .. k+3), see decode_pair.
 template <DType D>

@@ -103,6 +103,28 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
 // unnamed namespace: member functions are implicitly inline, and `static`
 // cannot be applied to a class.
 namespace {
+
+// Dequantization constants of one group for a panel (32 columns from n):
+// w = (q - zero) * scale, computed as one fused step q * scale - zero * scale.
+struct GroupScales {
+  __m512 scale[2] = {}, zero_scale[2] = {};
+
+  void load(const PackedB& b, std::int64_t g, std::int64_t n) {
+    const std::int64_t at = g * padded_n(b.n) + n;
+    for (int h = 0; h < 2; ++h) {
+      scale[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
+      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))))
+                                  : _mm512_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
+      zero_scale[h] = _mm512_mul_ps(zero, scale[h]);
+    }
+  }
+  void apply(__m512i q0, __m512i q1, __m512& w0, __m512& w1) const {
+    w0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale[0], zero_scale[0]);
+    w1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale[1], zero_scale[1]);
+  }
+};
+
 class BRows32 {
  public:
   // Columns [n, min(n + 32, n_end)) of B.
@@ -149,7 +171,7 @@ class BRows32 {
   }
   void quantized(const PackedB& b, std::int64_t panel, std::int64_t k, __m512& lo, __m512& hi) {
     const std::int64_t g = k / b.group_size;
-    if (g != group_) load_group(b, g);
+    if (g != group_) scales_.load(b, group_ = g, n_);
     const auto* v = static_cast<const std::uint8_t*>(b.values);
     __m512i q0, q1;
     if (b.dtype == DType::i4) {
@@ -165,29 +187,43 @@ class BRows32 {
       q0 = b.zeros ? _mm512_srli_epi32(d0, 24) : _mm512_srai_epi32(d0, 24);
       q1 = b.zeros ? _mm512_srli_epi32(d1, 24) : _mm512_srai_epi32(d1, 24);
     }
-    // (q - zero) * scale as one fused step: q * scale - zero * scale.
-    lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale_[0], zero_scale_[0]);
-    hi = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale_[1], zero_scale_[1]);
-  }
-
-  void load_group(const PackedB& b, std::int64_t g) {
-    group_ = g;
-    const std::int64_t at = g * padded_n(b.n) + n_;
-    for (int h = 0; h < 2; ++h) {
-      scale_[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
-      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                        reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))))
-                                  : _mm512_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
-      zero_scale_[h] = _mm512_mul_ps(zero, scale_[h]);
-    }
+    scales_.apply(q0, q1, lo, hi);
   }
 
   const MatmulArgs& p_;
   std::int64_t n_, cols_;
   std::int64_t group_ = -1;
-  __m512 scale_[2], zero_scale_[2];
+  GroupScales scales_;
 };
 }  // namespace
+
+// (k, k+1) rows of 16 columns as the 16 bf16 pairs of one B-tile row.
+static inline __m512i bf16_pairs(__m512 even, __m512 odd) {
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(to_bf16(even)), _mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16(odd)), 16));
+}
+
+// B[k0 : k0 + kc, n : n + 32] in the bf16 tile layout (packed_weights.hpp),
+// kc rounded up to 32 with zero rows: packed bf16 weights in place, anything
+// else (raw B, int8 / int4 weights dequantized) converted into buf. k0 is a
+// multiple of 32.
+static inline const std::uint16_t* bf16_b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0,
+                                                std::int64_t kc, std::uint16_t* buf) {
+  if (p.packed && p.packed->dtype == DType::bf16) {
+    const std::int64_t steps = padded_k(DType::bf16, p.packed->k) / kBf16KStep;
+    return static_cast<const std::uint16_t*>(p.packed->values) + ((n / kPanelCols) * steps + k0 / kBf16KStep) * 2 * 512;
+  }
+  BRows32 rows(p, n, n_end);
+  const std::int64_t kc_pad = round_up(kc, kBf16KStep);
+  for (std::int64_t k = 0; k < kc_pad; k += 2) {
+    __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
+    if (k < kc) rows.row(k0 + k, e0, e1);
+    if (k + 1 < kc) rows.row(k0 + k + 1, o0, o1);
+    std::uint16_t* tile = buf + (k / kBf16KStep) * 2 * 512 + (k % kBf16KStep) / 2 * 32;
+    _mm512_store_si512(tile, bf16_pairs(e0, o0));
+    _mm512_store_si512(tile + 512, bf16_pairs(e1, o1));
+  }
+  return buf;
+}
 
 // B[k0 : k0 + kc, n : n + 32] as a dense f32 panel: packed f32 weights in
 // place, anything else converted into `buf` (kc x 32).
