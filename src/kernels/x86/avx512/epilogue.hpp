@@ -43,10 +43,10 @@ static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std
   const std::int64_t c_bytes = 32 * bytes_of(a.c_dtype), r_bytes = 32 * bytes_of(a.ep.residual_dtype);
   for (std::int64_t i = 0; i < rows; ++i) {
     const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, (m + i) * a.c_row_stride + n));
-    for (std::int64_t b = 0; b < c_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_ET0);
+    for (std::int64_t b = 0; b < c_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T1);
     if (!a.ep.residual) continue;
     const char* r = static_cast<const char*>(advance(a.ep.residual, a.ep.residual_dtype, (m + i) * a.ep.residual_row_stride + n));
-    for (std::int64_t b = 0; b < r_bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T0);
+    for (std::int64_t b = 0; b < r_bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T1);
   }
 }
 
