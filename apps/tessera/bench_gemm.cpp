@@ -202,15 +202,15 @@ struct Run {
   std::map<int, bench::Peaks> peaks;  // by threads: the roofline of the warm rows
 };
 
-// The peak a warm row is judged against: the unit its kernels compute on.
-// int4 is weight-only (f32 activations, dequantized weights) and counts
-// against the f32 FMA peak, as f32 does.
-double peak_for(const bench::Peaks& p, GemmType t) {
+// The peak a warm row is judged against: the unit its kernel computes on.
+// int4 is weight-only: Tessera's AMX rows dequantize it to bf16 tiles (the
+// bf16 peak), its AVX-512 rows to f32 (the FMA peak).
+double peak_for(const bench::Peaks& p, GemmType t, std::string_view kernel) {
   switch (t) {
     case GemmType::bf16: return p.amx_bf16;
     case GemmType::int8: return p.amx_int8;
-    case GemmType::f32:
-    case GemmType::int4: return p.fma_f32;
+    case GemmType::int4: return kernel.find("amx") != std::string_view::npos ? p.amx_bf16 : p.fma_f32;
+    case GemmType::f32: return p.fma_f32;
   }
   return 0;
 }
@@ -283,8 +283,9 @@ void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
       if (const auto bw = run.read_gbps.find(c.threads); bw != run.read_gbps.end())
         r.pct_read_bw = 100.0 * *r.gbps / bw->second;
     } else {
-      if (const auto pk = run.peaks.find(c.threads); pk != run.peaks.end() && peak_for(pk->second, e.weights) > 0)
-        r.pct_peak = 100.0 * *r.gflops / peak_for(pk->second, e.weights);
+      const std::string kernel = e.gemm->kernel();
+      if (const auto pk = run.peaks.find(c.threads); pk != run.peaks.end() && peak_for(pk->second, e.weights, kernel) > 0)
+        r.pct_peak = 100.0 * *r.gflops / peak_for(pk->second, e.weights, kernel);
     }
     r.kernel = e.gemm->kernel();
     rows.push_back(std::move(r));
