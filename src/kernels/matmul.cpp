@@ -12,9 +12,10 @@ bool unit_output(const MatmulProblem& p) { return p.c_col_stride == 1 && p.resid
 // into f32 panels); W8A8 is computed in f32 on the int8-rounded values.
 bool f32_supports(const MatmulProblem& p) { return unit_output(p); }
 
-// Decode: a few rows against packed weights (not bf16: AMX streams those),
-// dequantized in registers; W8A8 too (int8 x int8 products are exact in f32).
-bool decode_supports(const MatmulProblem& p) { return unit_output(p) && p.b_packed && p.b != DType::bf16 && p.m <= 4; }
+// Decode: a few rows against packed weights, dequantized in registers (bf16
+// too: at M <= 4 streaming beats padding A to 16-row AMX tiles); W8A8 too
+// (int8 x int8 products are exact in f32).
+bool decode_supports(const MatmulProblem& p) { return unit_output(p) && p.b_packed && p.m <= 4; }
 
 // AMX bf16: bf16 activations with bf16 B (raw or packed), or any float
 // activations with packed bf16 weights, or (prefill, M >= 16) with

@@ -57,7 +57,24 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
     if constexpr (D != DType::f32)
       for (int j = 0; j < panels; ++j) gs[j].load(b, g0 / group, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + group);
-    if constexpr (D == DType::i8) {
+    if constexpr (D == DType::bf16) {
+      // One 64-byte tile row per panel half holds the pairs (k, k+1) of 16
+      // columns: the even one is the low half of each lane, the odd the high.
+      for (std::int64_t k = g0; k < g1; k += 2) {
+        const std::int64_t at = (k / kBf16KStep) * 2 * 1024 + (k % kBf16KStep) / 2 * 64;
+        __m512 even[4], odd[4];
+        for (int j = 0; j < 2; ++j)
+          for (int h = 0; h < 2; ++h) {
+            const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at + h * 1024;
+            if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+            const __m512i d = _mm512_load_si512(r);
+            even[2 * j + h] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+            odd[2 * j + h] = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xffff0000u))));
+          }
+        fma_row(k, even);
+        fma_row(k + 1, odd);
+      }
+    } else if constexpr (D == DType::i8) {
       // One 64-byte tile row per panel half holds rows k .. k+3 (A is zero-padded to a multiple of 4).
       for (std::int64_t k = g0; k < g1; k += 4) {
         const std::int64_t at = (k / kI8KStep) * 2 * 1024 + (k % kI8KStep) / 4 * 64;
@@ -144,7 +161,7 @@ constexpr DecodePair kDecodePairs[kMaxRows + 1] = {nullptr, decode_pair<1, D>, d
 
 }  // namespace
 
-// Decode (M <= 4 per pass): packed f32 / i8 / i4 weights streamed once,
+// Decode (M <= 4 per pass): packed f32 / bf16 / i8 / i4 weights streamed once,
 // two panels at a time, dequantized in registers. A's rows are converted to
 // f32 once per task (W8A8: the int8 steps of each row's scale).
 void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
@@ -161,9 +178,11 @@ void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, st
       _mm512_mask_storeu_ps(a + (m - m0) * lda + k, mask, v);  // zero past K
     }
   }
-  const DecodePair* kernels = p.packed->dtype == DType::f32 ? kDecodePairs<DType::f32>
-                              : p.packed->dtype == DType::i8 ? kDecodePairs<DType::i8>
-                                                             : kDecodePairs<DType::i4>;
+  const DType dtype = p.packed->dtype;
+  const DecodePair* kernels = dtype == DType::f32    ? kDecodePairs<DType::f32>
+                              : dtype == DType::bf16 ? kDecodePairs<DType::bf16>
+                              : dtype == DType::i8   ? kDecodePairs<DType::i8>
+                                                     : kDecodePairs<DType::i4>;
   if (p.packed->dtype == DType::f32 && rows <= 2) {
     for (std::int64_t n = n0; n < n1; n += 4 * kPanelCols)
       (rows == 1 ? decode_quad_f32<1> : decode_quad_f32<2>)(p, a, lda, m0, n, n1);
