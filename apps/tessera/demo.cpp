@@ -174,16 +174,16 @@ void run_demo(const DemoOptions& opt) {
   fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32 activations, {} weights, prefill {} tokens\n",
              kHidden, kHeads, kHeadDim, kFfn, opt.weights, T);
   fmt::print("isa {}, {} threads, median of {} runs\n\n", hw::to_string(ctx.isa()), ctx.pool().threads(), opt.iters);
-  fmt::print("{:<14} {:<20} {:<18} {:>9} {:>7} {:>9} {:>8}\n", "op", "kernel", "output", "ms", "time%", "GFLOP/s", "GB/s");
+  fmt::print("{:<20} {:<20} {:<18} {:>9} {:>7} {:>9} {:>8}\n", "op", "kernel", "output", "ms", "time%", "GFLOP/s", "GB/s");
   double sum = 0;
   for (const Step& s : steps) sum += median(s.ms);
   for (const Step& s : steps) {
     const double ms = median(s.ms);
-    fmt::print("{:<14} {:<20} {:<18} {:>9.3f} {:>6.1f}% {:>9} {:>8.1f}\n", s.name, s.kernel, s.shape, ms, 100.0 * ms / sum,
+    fmt::print("{:<20} {:<20} {:<18} {:>9.3f} {:>6.1f}% {:>9} {:>8.1f}\n", s.name, s.kernel, s.shape, ms, 100.0 * ms / sum,
                s.flops ? fmt::format("{:.1f}", s.flops / ms / 1e6) : std::string("-"), s.bytes / ms / 1e6);
   }
-  fmt::print("{:<14} {:<20} {:<18} {:>9.3f}\n", "total (ops)", "", "", sum);
-  fmt::print("{:<14} {:<20} {:<18} {:>9.3f}\n", "total (layer)", "", "", median(totals));
+  fmt::print("{:<20} {:<20} {:<18} {:>9.3f}\n", "total (ops)", "", "", sum);
+  fmt::print("{:<20} {:<20} {:<18} {:>9.3f}\n", "total (layer)", "", "", median(totals));
   fmt::print("\nmean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
              checksum / double(y.numel()), opt.weights == "f32" ? "" : ", and to the weights' quantization");
 }
