@@ -48,6 +48,7 @@ Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype) {
   const std::int64_t k = b.dim(0), n = b.dim(1);
   std::shared_ptr<PackedWeights> w(new PackedWeights());
   w->k_ = k, w->n_ = n, w->dtype_ = dtype;
+  w->quant_.group_size = 0;  // not quantized: group_size() is K
   w->bytes_ = kernels::packed_value_bytes(dtype, k, n);
   TESSERA_ASSIGN_OR_RETURN(w->values_, zeroed(w->bytes_));
   void* v = w->values_.get();

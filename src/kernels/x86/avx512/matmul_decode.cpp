@@ -40,7 +40,8 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
   const int panels = n + kPanelCols < n_end ? 2 : 1;
   const std::int64_t row_bytes = panel_row_bytes(D), panel_bytes = padded_k(D, b.k) * row_bytes;
   const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
-  const std::int64_t group = D == DType::f32 ? b.k : b.group_size;
+  constexpr bool kQuantized = D == DType::i8 || D == DType::i4;
+  const std::int64_t group = kQuantized ? b.group_size : b.k;
   __m512 acc[ROWS][4];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
@@ -54,7 +55,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
   };
   GroupScales gs[2] = {};  // a lone last panel leaves gs[1] unused
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
-    if constexpr (D != DType::f32)
+    if constexpr (kQuantized)
       for (int j = 0; j < panels; ++j) gs[j].load(b, g0 / group, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + group);
     if constexpr (D == DType::bf16) {

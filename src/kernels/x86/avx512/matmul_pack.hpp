@@ -7,23 +7,10 @@
 
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
+#include "kernels/x86/load1.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
-
-// One element of a float storage type, for strided (gathered) access.
-static inline float load1(const void* base, DType t, std::int64_t i) {
-  switch (t) {
-    case DType::bf16: {
-      const std::uint32_t bits = std::uint32_t(static_cast<const std::uint16_t*>(base)[i]) << 16;
-      float f;
-      __builtin_memcpy(&f, &bits, 4);
-      return f;
-    }
-    case DType::f16: return _cvtsh_ss(static_cast<const std::uint16_t*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
 
 // 16 elements of row m of A from column k (masked), as f32.
 static inline __m512 load_a16(const MatmulArgs& p, std::int64_t m, std::int64_t k, __mmask16 mask) {
