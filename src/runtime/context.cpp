@@ -11,7 +11,7 @@ hw::Isa isa_from_env(hw::Isa max) {
   if (env == nullptr || *env == '\0') return max;
   const auto isa = hw::parse_isa(env);
   if (!isa) {
-    TESSERA_LOG_AT(LogLevel::warn, "TESSERA_ISA={} is not one of scalar|avx2|avx512|amx; using {}", env, hw::to_string(max));
+    TESSERA_LOG_AT(LogLevel::warn, "TESSERA_ISA={} is not one of scalar|avx2|avx512|avx512_bf16|amx; using {}", env, hw::to_string(max));
     return max;
   }
   if (*isa > max) {
