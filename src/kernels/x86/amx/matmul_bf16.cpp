@@ -37,9 +37,26 @@ struct Bf16Traits {
     return dst;
   }
 
+  // Quantized weights are dequantized to bf16 tile rows with vcvtne2ps2bf16
+  // and one word shuffle (the integer rounding of bf16_b_tiles costs ~10x
+  // more; its exact subnormal handling is moot for dequantized weights).
   static const Elem* b_tiles(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0, std::int64_t kc,
                              Elem* buf) {
-    return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
+    if (!p.packed || (p.packed->dtype != DType::i8 && p.packed->dtype != DType::i4))
+      return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
+    alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                                  8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i interleave = _mm512_load_si512(kInterleave);
+    avx512::BRows32 rows(p, n, n_end);
+    for (std::int64_t k = 0; k < round_up(kc, kKStep); k += 2) {
+      __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
+      if (k < kc) rows.row(k0 + k, e0, e1);
+      if (k + 1 < kc) rows.row(k0 + k + 1, o0, o1);
+      Elem* tile = buf + (k / kKStep) * 2 * 512 + (k % kKStep) / 2 * 32;
+      _mm512_store_si512(tile, _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(o0, e0)));
+      _mm512_store_si512(tile + 512, _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(o1, e1)));
+    }
+    return buf;
   }
 
   // C tile (row r, column half h) += A tile r x B tile h. The intrinsic is an

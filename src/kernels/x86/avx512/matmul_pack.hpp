@@ -117,7 +117,7 @@ class BRows32 {
   // Columns [n, min(n + 32, n_end)) of B.
   BRows32(const MatmulArgs& p, std::int64_t n, std::int64_t n_end) : p_(p), n_(n), cols_(std::min(kPanelCols, n_end - n)) {}
 
-  void row(std::int64_t k, __m512& lo, __m512& hi) {
+  __attribute__((always_inline)) void row(std::int64_t k, __m512& lo, __m512& hi) {  // per row of B: a call would cost as much as the work
     if (!p_.packed) return raw(k, lo, hi);
     const PackedB& b = *p_.packed;
     const std::int64_t panel = n_ / kPanelCols;
