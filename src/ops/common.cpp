@@ -53,7 +53,7 @@ std::int64_t traffic_bytes(std::initializer_list<TensorDesc> descs) {
     std::int64_t unique = bytes_of(d.dtype);
     for (int i = 0; i < d.rank(); ++i)
       if (d.strides[i] != 0 || d.shape[i] == 0) unique = saturating_mul(unique, d.shape[i]);
-    if (__builtin_add_overflow(total, unique, &total)) return INT64_MAX;
+    total = saturating_add(total, unique);
   }
   return total;
 }

@@ -93,6 +93,11 @@ inline std::int64_t saturating_mul(std::int64_t a, std::int64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
+inline std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 // Bytes an op moves for these tensors, each read or written once: a
 // broadcast (stride 0) dim is counted once, as the data is.
 std::int64_t traffic_bytes(std::initializer_list<TensorDesc> descs);

@@ -69,8 +69,7 @@ class GemmPlan final : public Plan {
   // and one f32 scale per row.
   std::int64_t workspace_bytes() const override {
     if (!s_.quantize_a) return 0;
-    const std::int64_t rows = s_.g.batch.numel() * q_rows();
-    return round_up(rows * q_stride(), 64) + rows * 4;
+    return q_values_bytes() + s_.g.batch.numel() * q_rows() * 4;
   }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
@@ -89,15 +88,17 @@ class GemmPlan final : public Plan {
   }
 
  private:
-  static std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
-  std::int64_t q_rows() const { return round_up(s_.g.m, 16); }  // AMX reads A in 16-row tiles
-  std::int64_t q_stride() const { return round_up(std::max<std::int64_t>(s_.g.k, 1), 64); }
+  std::int64_t q_rows() const { return kernels::round_up(s_.g.m, 16); }  // AMX reads A in 16-row tiles
+  std::int64_t q_stride() const { return kernels::round_up(std::max<std::int64_t>(s_.g.k, 1), 64); }
+  // The int8 rows; the scales follow, 64-byte aligned.
+  std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64); }
 
   // Every row of every matrix of the batch, once, split over the pool.
   void quantize_a(ThreadPool& pool, const kernels::MatmulArgs& args, const char* a, std::int8_t* q, float* scales) const {
     const Geometry& g = s_.g;
     const std::int64_t rows = q_rows(), ldq = q_stride();
-    std::memset(q, 0, std::size_t(g.batch.numel() * rows * ldq));  // the padding rows stay zero
+    for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)  // rows past M: zero (quantize_a zeroes past K)
+      std::memset(q + (matrix * rows + g.m) * ldq, 0, std::size_t((rows - g.m) * ldq));
     const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(g.k, 1));
     pool.parallel_for(g.batch.numel() * g.m, grain, [&](std::int64_t b, std::int64_t e) {
       while (b < e) {
@@ -130,7 +131,7 @@ class GemmPlan final : public Plan {
     args.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), bias ? bias->data() : nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
     auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;  // a caller may pass workspace unasked
-    auto* q_scales = s_.quantize_a ? reinterpret_cast<float*>(q + round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64)) : nullptr;
+    auto* q_scales = q ? reinterpret_cast<float*>(q + q_values_bytes()) : nullptr;
     if (s_.quantize_a) quantize_a(pool, args, byte_ptr(in[0]), q, q_scales);
     args.a_q_stride = q_stride();
     const kernels::MatmulTiling& t = s_.tiling;
@@ -212,9 +213,8 @@ void add_epilogue_inputs(GemmPlan::Spec& spec) {
   if (spec.epilogue.bias) spec.inputs.push_back(*spec.epilogue.bias), spec.names.push_back("bias");
   if (spec.epilogue.residual) spec.inputs.push_back(*spec.epilogue.residual), spec.names.push_back("residual");
   std::int64_t bytes = traffic_bytes({spec.c});
-  for (const TensorDesc& d : spec.inputs) bytes = std::min<std::int64_t>(INT64_MAX / 2, bytes) + std::min<std::int64_t>(INT64_MAX / 2, traffic_bytes({d}));
-  if (spec.weights) bytes = std::min<std::int64_t>(INT64_MAX / 2, bytes) + spec.weights->bytes();
-  spec.bytes = bytes;
+  for (const TensorDesc& d : spec.inputs) bytes = saturating_add(bytes, traffic_bytes({d}));
+  spec.bytes = spec.weights ? saturating_add(bytes, spec.weights->bytes()) : bytes;
 }
 
 TensorDesc batch_part(const TensorDesc& d) {
@@ -267,16 +267,24 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
   return finish(ctx, std::move(spec));
 }
 
-Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& e) {
+namespace {
+// The one-shot forms: the epilogue's descs, its tensors appended to the
+// inputs, and its part of the plan key.
+Epilogue add_epilogue(const EpilogueTensors& e, std::vector<Tensor>& in, PlanKey& key) {
   Epilogue ep{e.scale, e.activation, {}, {}};
-  std::vector<Tensor> in = {a, b};
-  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias);
-  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual);
-  PlanKey key("matmul", stream.context().isa());
-  key.add(a.desc()).add(b.desc()).add(c.desc()).add(e.scale).add(std::int64_t(e.activation));
-  if (ep.bias) key.add(*ep.bias);
+  key.add(e.scale).add(std::int64_t(e.activation));
+  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias), key.add(*ep.bias);
   key.add(std::int64_t(-1));  // separates the optional descs
-  if (ep.residual) key.add(*ep.residual);
+  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual), key.add(*ep.residual);
+  return ep;
+}
+}  // namespace
+
+Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& e) {
+  std::vector<Tensor> in = {a, b};
+  PlanKey key("matmul", stream.context().isa());
+  key.add(a.desc()).add(b.desc()).add(c.desc());
+  const Epilogue ep = add_epilogue(e, in, key);
   const Tensor out[] = {c};
   return run_cached(stream, key, [&] { return Matmul::plan(stream.context(), a.desc(), b.desc(), c.desc(), ep); }, in, out);
 }
@@ -326,17 +334,12 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
 
 Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c, const EpilogueTensors& e,
               const LinearOptions& options) {
-  Epilogue ep{e.scale, e.activation, {}, {}};
   std::vector<Tensor> in = {a};
-  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias);
-  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual);
   PlanKey key("linear", stream.context().isa());
   // The weights by identity: the plan holds them, so the address stays theirs while the entry lives.
   key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(std::int64_t(options.quantize_activations));
-  key.add(a.desc()).add(c.desc()).add(e.scale).add(std::int64_t(e.activation));
-  if (ep.bias) key.add(*ep.bias);
-  key.add(std::int64_t(-1));
-  if (ep.residual) key.add(*ep.residual);
+  key.add(a.desc()).add(c.desc());
+  const Epilogue ep = add_epilogue(e, in, key);
   const Tensor out[] = {c};
   return run_cached(stream, key, [&] { return Linear::plan(stream.context(), a.desc(), w, c.desc(), ep, options); }, in, out);
 }

@@ -55,8 +55,8 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
   auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * ldp) * sizeof(Elem)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows_pad * ldp) * sizeof(float)));
   const std::int64_t ldp_bytes = ldp * 4;
-  constexpr int kMaxPanels = 64;  // tiling keeps n_block <= kMaxPanels * 32
-  const Elem* b_panel[kMaxPanels];
+  // Any n_block a tiling (or the tuner) picks: the table lives in scratch.
+  auto** b_panel = static_cast<const Elem**>(thread_scratch(ScratchSlot::panel_table, std::size_t(panels) * sizeof(void*)));
   configure_tiles();
   if (p.k == 0) std::memset(part, 0, std::size_t(rows_pad * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < std::max<std::int64_t>(p.k, 1); k0 += kb) {
