@@ -34,9 +34,12 @@ namespace tessera::app {
 
 namespace {
 
+using bench::Contexts;
+using bench::fill_tensor;
 using bench::GemmImpl;
 using bench::GemmType;
 using bench::Row;
+using bench::threads_label;
 
 struct GemmOptions {
   std::vector<int> threads{1, 2};
@@ -49,29 +52,6 @@ struct GemmOptions {
 
 // Rows up to this M are decode-like, bound by streaming the weights: measured cold.
 constexpr std::int64_t kMaxColdM = 16;
-
-std::string threads_label(int t) { return t == 1 ? std::string("1 thread") : fmt::format("{} threads", t); }
-
-// One Context, so one thread pool, per thread count, made once.
-class Contexts {
- public:
-  explicit Contexts(const std::vector<int>& threads) {
-    for (int t : threads) by_threads_[t] = std::make_unique<Context>(ContextOptions{.threads = t});
-  }
-  Context& at(int threads) { return *by_threads_.at(threads); }
-
- private:
-  std::map<int, std::unique_ptr<Context>> by_threads_;
-};
-
-void fill_tensor(const Tensor& t, std::uint64_t seed) {
-  std::vector<float> v(static_cast<std::size_t>(t.numel()));
-  bench::fill_uniform(v, seed);
-  if (t.dtype() == DType::bf16)
-    std::transform(v.begin(), v.end(), t.data_as<bf16_t>(), [](float x) { return f32_to_bf16(x); });
-  else
-    std::copy(v.begin(), v.end(), t.data_as<float>());
-}
 
 // Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
 // from the case's f32 weights [K, N]; with `fused`, the epilogue of an FFN
@@ -224,21 +204,8 @@ struct Case {
 // Tessera's speed against the fastest other implementation of its case; the
 // fused-epilogue row against the bare GEMM (below 1: what the epilogue costs).
 void add_ratio(std::vector<Row>& rows) {
-  const auto find = [&](std::string_view impl) {
-    return std::find_if(rows.begin(), rows.end(), [&](const Row& r) { return r.impl == impl; });
-  };
-  const auto ours = find("tessera"), fused = find("tessera_epilogue");
-  const Row* peer = nullptr;
-  for (const Row& r : rows)
-    if (r.impl != "tessera" && r.impl != "tessera_epilogue" && (!peer || r.median_ms < peer->median_ms)) peer = &r;
-  if (ours == rows.end()) return;
-  if (fused != rows.end()) {
-    fused->ratio_vs_best_peer = ours->median_ms / fused->median_ms;
-    fused->best_peer = "tessera";
-  }
-  if (!peer) return;
-  ours->ratio_vs_best_peer = peer->median_ms / ours->median_ms;
-  ours->best_peer = peer->impl;
+  bench::add_ratio(rows, "tessera", [](std::string_view impl) { return impl != "tessera_epilogue"; });
+  bench::add_ratio(rows, "tessera_epilogue", [](std::string_view impl) { return impl == "tessera"; });
 }
 
 void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
@@ -336,15 +303,12 @@ void run_bench_gemm(GemmOptions opt) {
 
   // The roofline first: cold rows report their share of the read bandwidth.
   for (int t : opt.threads) {
-    Result<std::vector<Row>> rows = bench::measure_stream(contexts.at(t), "gemm", run.cold_bytes, run.measure);
-    if (!rows.ok()) {
-      fmt::print(stderr, "stream {}: skipped: {}\n", threads_label(t), rows.status().to_string());
+    Result<double> read = bench::stream_roofline(contexts.at(t), "gemm", run.cold_bytes, run.measure, opt.json);
+    if (!read.ok()) {
+      fmt::print(stderr, "stream {}: skipped: {}\n", threads_label(t), read.status().to_string());
       continue;
     }
-    for (const Row& r : *rows)
-      if (r.case_name.starts_with("read")) run.read_gbps[t] = *r.gbps;
-    bench::print_rows(fmt::format("stream bandwidth | {} | arrays of {} MiB", threads_label(t), run.cold_bytes >> 20),
-                      *rows, opt.json);
+    run.read_gbps[t] = *read;
     // And the compute roofline of the warm rows, measured now, on these threads.
     const bench::Peaks pk = run.peaks[t] = bench::measure_peaks(contexts.at(t));
     std::vector<Row> peak_rows;
@@ -377,11 +341,9 @@ void run_bench_gemm(GemmOptions opt) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
+void add_bench_gemm_command(CLI::App& bench) {
   static GemmOptions opt;
-  CLI::App* bench = app.add_subcommand("bench", "Benchmark Tessera against peer libraries in the same run");
-  bench->require_subcommand(1);
-  CLI::App* gemm = bench->add_subcommand(
+  CLI::App* gemm = bench.add_subcommand(
       "gemm", "Linear f32 / bf16 / int8 / int4 against oneDNN and OpenBLAS, with the memory-bandwidth roofline");
   gemm->add_option("--threads", opt.threads, "thread counts")
       ->delimiter(',')

@@ -6,6 +6,10 @@ namespace tessera::app {
 
 void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
-void add_bench_command(CLI::App& app);
+void add_bench_command(CLI::App& app);  // `bench`, with each suite below as its subcommand
+
+// The suites of `tessera bench`.
+void add_bench_gemm_command(CLI::App& bench);
+void add_bench_attention_command(CLI::App& bench);
 
 }  // namespace tessera::app

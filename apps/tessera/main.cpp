@@ -1,6 +1,17 @@
 // tessera: the command-line face of the library (info, demo, bench; more to come).
 #include "commands.hpp"
 
+namespace tessera::app {
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmark Tessera against peer libraries in the same run");
+  bench->require_subcommand(1);
+  add_bench_gemm_command(*bench);
+  add_bench_attention_command(*bench);
+}
+
+}  // namespace tessera::app
+
 int main(int argc, char** argv) {
   CLI::App app{"Tessera: AIGC inference operators and runtime for CPUs with AVX-512 and AMX"};
   app.require_subcommand(1);

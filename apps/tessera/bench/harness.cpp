@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "tessera/core/aligned.hpp"
+#include "tessera/core/dtype.hpp"
 
 namespace tessera::app::bench {
 
@@ -73,6 +74,28 @@ std::int64_t weight_bytes(GemmType t, std::int64_t k, std::int64_t n) {
   return 0;
 }
 
+double AttentionShape::visible_pairs() const {
+  const double sq = double(q_len), skv = double(kv_len);
+  if (!causal) return sq * skv;
+  // Query i sees min(Skv, max(0, i + Skv - Sq + 1)) keys.
+  double pairs = 0;
+  for (std::int64_t i = 0; i < q_len; ++i)
+    pairs += double(std::clamp<std::int64_t>(i + kv_len - q_len + 1, 0, kv_len));
+  return pairs;
+}
+
+double AttentionShape::flops() const { return 4.0 * double(batch * q_heads * head_dim) * visible_pairs(); }
+
+std::int64_t AttentionShape::score_bytes() const { return 4 * batch * q_heads * q_len * kv_len; }
+
+Contexts::Contexts(const std::vector<int>& threads) {
+  for (int t : threads) by_threads_[t] = std::make_unique<Context>(ContextOptions{.threads = t});
+}
+
+std::string threads_label(int threads) {
+  return threads == 1 ? std::string("1 thread") : fmt::format("{} threads", threads);
+}
+
 void fill_uniform(std::span<float> out, std::uint64_t seed, float lo, float hi) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     std::uint64_t z = (seed << 40) + i + 0x9e3779b97f4a7c15ull;  // splitmix64's finalizer over a counter
@@ -81,6 +104,15 @@ void fill_uniform(std::span<float> out, std::uint64_t seed, float lo, float hi) 
     z ^= z >> 31;
     out[i] = lo + (hi - lo) * (float(z >> 40) * 0x1p-24f);
   }
+}
+
+void fill_tensor(const Tensor& t, std::uint64_t seed) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  fill_uniform(v, seed);
+  if (t.dtype() == DType::bf16)
+    std::transform(v.begin(), v.end(), t.data_as<bf16_t>(), [](float x) { return f32_to_bf16(x); });
+  else
+    std::copy(v.begin(), v.end(), t.data_as<float>());
 }
 
 void measure_interleaved(std::span<Contender> contenders, const MeasureOptions& options) {
@@ -179,6 +211,18 @@ Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, st
     rows.push_back(std::move(r));
   }
   return rows;
+}
+
+Result<double> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                               const MeasureOptions& options, bool json) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Row> rows, measure_stream(ctx, suite, array_bytes, options));
+  std::optional<double> read;
+  for (const Row& r : rows)
+    if (r.case_name.starts_with("read")) read = r.gbps;
+  print_rows(fmt::format("stream bandwidth | {} | arrays of {} MiB", threads_label(ctx.pool().threads()), array_bytes >> 20),
+             rows, json);
+  if (!read) return Status::internal("stream: no read row");
+  return *read;
 }
 
 }  // namespace tessera::app::bench

@@ -1,9 +1,12 @@
 #pragma once
-// The shared parts of `tessera bench`: what a GEMM under test looks like,
-// deterministic inputs, interleaved timing, and the STREAM-style bandwidth
-// rows that are the roofline of memory-bound cases.
+// The shared parts of `tessera bench`: what a GEMM or an attention under
+// test looks like, one Context per thread count, deterministic inputs,
+// interleaved timing, and the STREAM-style bandwidth rows that are the
+// roofline of memory-bound cases.
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +15,7 @@
 
 #include "bench/report.hpp"
 #include "tessera/core/status.hpp"
+#include "tessera/core/tensor.hpp"
 #include "tessera/runtime/context.hpp"
 
 namespace tessera::app::bench {
@@ -44,8 +48,54 @@ class GemmImpl {
   virtual std::string kernel() const = 0;
 };
 
+// Dense attention as `bench attention` runs it (prefill and cross-attention):
+// o = softmax(q kᵀ / sqrt(D) + causal mask) v, q and o [B, Sq, Hq, D], k and
+// v [B, Skv, Hkv, D] (a peer may be given its own layout of the same
+// values); query head h reads kv head h / (Hq / Hkv). causal: query i sees
+// keys j <= i + Skv - Sq (ops::Attention's rule).
+struct AttentionShape {
+  std::int64_t batch = 1, q_len = 0, kv_len = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = false;
+  // (query, key) pairs a query head sees: Sq x Skv, or with causal the lower triangle (S (S + 1) / 2 for Sq = Skv).
+  double visible_pairs() const;
+  // 2 x 2 x B x Hq x D x visible pairs (q kᵀ and p v): the FLOPs every
+  // implementation is credited with, also those that compute the masked half.
+  double flops() const;
+  // The f32 score tensor [B, Hq, Sq, Skv] an unfused implementation materializes.
+  std::int64_t score_bytes() const;
+};
+
+// One implementation of one AttentionShape and dtype (f32 or bf16), its
+// inputs made and filled when it is made.
+class AttentionImpl {
+ public:
+  virtual ~AttentionImpl() = default;
+  // Plans (or makes its primitives) for `threads` threads.
+  virtual Status prepare(int threads) = 0;
+  // One attention; returns when o is written.
+  virtual Status run() = 0;
+  // Distinct copies of the inputs the calls rotate through (cold rows).
+  virtual std::int64_t copies() const { return 1; }
+  // What ran, for the report.
+  virtual std::string kernel() const = 0;
+};
+
+// One Context, so one thread pool, per thread count, made once.
+class Contexts {
+ public:
+  explicit Contexts(const std::vector<int>& threads);
+  Context& at(int threads) { return *by_threads_.at(threads); }
+
+ private:
+  std::map<int, std::unique_ptr<Context>> by_threads_;
+};
+
+std::string threads_label(int threads);  // "1 thread", "2 threads"
+
 // Uniform values in [lo, hi) from a hash of (seed, index): the same on every run and machine.
 void fill_uniform(std::span<float> out, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// The same values in a contiguous f32 or bf16 tensor (rounded to nearest even).
+void fill_tensor(const Tensor& t, std::uint64_t seed);
 
 struct MeasureOptions {
   int repeats = 5;
@@ -80,5 +130,10 @@ double best(std::span<const double> v);
 // writes (STREAM's convention: no write-allocate traffic).
 Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, std::int64_t array_bytes,
                                         const MeasureOptions& options);
+// measure_stream, its rows printed as one table ("stream bandwidth | ..."), or
+// as JSON lines; returns the read bandwidth (GB/s), the roofline of the cold
+// rows measured on the same threads.
+Result<double> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                               const MeasureOptions& options, bool json);
 
 }  // namespace tessera::app::bench

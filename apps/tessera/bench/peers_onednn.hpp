@@ -15,6 +15,13 @@ namespace tessera::app::bench {
 // outlive the result.
 Result<std::unique_ptr<GemmImpl>> make_onednn_gemm(GemmType type, std::int64_t k, std::int64_t n, const float* w_kn);
 
+// Dense attention (AttentionShape) as oneDNN primitives, the score tensor
+// materialized: matmul q kᵀ (f32 scores), a binary add of the causal mask,
+// softmax, matmul p v. f32, or bf16 q / k / v / p / o with f32
+// scores. Its inputs are made and filled here, in oneDNN's plain batched
+// layout [B, H, S, D].
+Result<std::unique_ptr<AttentionImpl>> make_onednn_attention(const AttentionShape& shape, DType dtype);
+
 // "oneDNN 2.6.3".
 std::string onednn_version();
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace tessera::app::bench {
 
@@ -50,6 +52,16 @@ std::string roofline(const Row& r) {
 
 }  // namespace
 
+void add_ratio(std::span<Row> rows, std::string_view impl, const std::function<bool(std::string_view)>& is_peer) {
+  const auto row = std::ranges::find_if(rows, [&](const Row& r) { return r.impl == impl; });
+  const Row* peer = nullptr;
+  for (const Row& r : rows)
+    if (r.impl != impl && is_peer(r.impl) && (!peer || r.median_ms < peer->median_ms)) peer = &r;
+  if (row == rows.end() || !peer) return;
+  row->ratio_vs_best_peer = peer->median_ms / row->median_ms;
+  row->best_peer = peer->impl;
+}
+
 void print_rows(std::string_view title, std::span<const Row> rows, bool json) {
   if (json) {
     for (const Row& r : rows) fmt::print("{}\n", json_line(r));
@@ -58,14 +70,21 @@ void print_rows(std::string_view title, std::span<const Row> rows, bool json) {
   }
   // A case's rows differ by impl; the stream rows (one impl) differ by case.
   const bool by_case = rows.size() > 1 && rows.front().impl == rows.back().impl;
-  fmt::print("\n== {}\n", title);
-  fmt::print("{:<14} {:>10} {:>10} {:>9} {:>8} {:>12} {:>20}   {}\n", by_case ? "case" : "impl", "median_ms", "best_ms",
-             "GFLOP/s", "GB/s", "roofline", "vs best peer", "kernel");
+  const auto label = [&](const Row& r) -> const std::string& { return by_case ? r.case_name : r.impl; };
+  std::size_t width = 14, ratio_width = 20;
+  std::vector<std::string> ratios;
   for (const Row& r : rows) {
-    const std::string ratio =
-        r.ratio_vs_best_peer ? fmt::format("{:.2f}x {}", *r.ratio_vs_best_peer, r.best_peer) : std::string("-");
-    fmt::print("{:<14} {:>10.3f} {:>10.3f} {:>9} {:>8} {:>12} {:>20}   {}\n", by_case ? r.case_name : r.impl,
-               r.median_ms, r.best_ms, fixed(r.gflops, 1), fixed(r.gbps, 2), roofline(r), ratio, r.kernel);
+    ratios.push_back(r.ratio_vs_best_peer ? fmt::format("{:.2f}x {}", *r.ratio_vs_best_peer, r.best_peer) : "-");
+    width = std::max(width, label(r).size());
+    ratio_width = std::max(ratio_width, ratios.back().size());
+  }
+  fmt::print("\n== {}\n", title);
+  fmt::print("{:<{}} {:>10} {:>10} {:>9} {:>8} {:>12} {:>{}}   {}\n", by_case ? "case" : "impl", width, "median_ms",
+             "best_ms", "GFLOP/s", "GB/s", "roofline", "vs best peer", ratio_width, "kernel");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    fmt::print("{:<{}} {:>10.3f} {:>10.3f} {:>9} {:>8} {:>12} {:>{}}   {}\n", label(r), width, r.median_ms, r.best_ms,
+               fixed(r.gflops, 1), fixed(r.gbps, 2), roofline(r), ratios[i], ratio_width, r.kernel);
   }
   std::fflush(stdout);
 }

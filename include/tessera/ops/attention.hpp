@@ -1,0 +1,81 @@
+#pragma once
+// Attention: o = softmax(scale · q kᵀ + mask) · v, computed flash-style — the
+// score matrix is processed a block of keys at a time with an online softmax
+// and never reaches memory, so memory use is O(S), not O(S²).
+//
+// Layouts: q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], o [B, Sq, Hq, D]. Any
+// strides with a unit stride along D, so a [B, H, S, D] tensor is passed as a
+// permuted view. GQA / MQA: Hq is a multiple of Hkv; query head h reads kv
+// head h / (Hq / Hkv). q, k and v share a dtype (f32 or bf16); o is f32 or
+// bf16. Compute and accumulation are f32.
+//
+// causal: query i of a sequence with Sq queries and Skv keys sees keys
+// j <= i + Skv - Sq (the queries are the last Sq positions, as with a KV
+// cache). A row that sees no key with a finite logit gives zeros, and its
+// log-sum-exp is -inf.
+//
+// Decode (Sq <= 8, long Skv) takes a split-KV kernel: the keys of a sequence
+// are split across cores and the pieces merged by their log-sum-exp, so a
+// single sequence keeps every core busy.
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "tessera/ops/kv_cache.hpp"
+#include "tessera/ops/plan.hpp"
+#include "tessera/runtime/context.hpp"
+
+namespace tessera::ops {
+
+struct AttentionAttrs {
+  float scale = 0.0f;   // 0: 1 / sqrt(D)
+  bool causal = false;
+};
+
+// Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,
+// cu_seqlens_kv]} and outputs {o, [lse]} in this order.
+struct AttentionOptions {
+  // Additive, f32 or bf16, broadcasting (numpy rules) to [B, Hq, Sq, Skv].
+  // A key-padding mask is [B, 1, 1, Skv] holding 0 or -inf.
+  std::optional<TensorDesc> mask;
+  // Variable lengths without padding: `varlen_batch` sequences stored back to
+  // back, q and o [total_q, Hq, D], k and v [total_kv, Hkv, D]; the inputs
+  // cu_seqlens_q and cu_seqlens_kv (i32 [varlen_batch + 1]) hold each
+  // sequence's start, from 0 to the total, non-decreasing (run() checks).
+  // 0: fixed lengths. No mask with variable lengths.
+  std::int64_t varlen_batch = 0;
+  // Log-sum-exp of each row's scaled logits (natural log), f32 [B, Hq, Sq]
+  // (variable lengths: [Hq, total_q]).
+  std::optional<TensorDesc> lse;
+};
+
+struct Attention {
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                              const TensorDesc& o, const AttentionAttrs& attrs = {},
+                              const AttentionOptions& options = {});
+};
+
+Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                 const AttentionAttrs& attrs = {});
+Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                 const Tensor& o, const AttentionAttrs& attrs = {});
+
+// Attention of new queries against sequences in a paged KV cache.
+// q and o [B, Sq, Hq, D]; input seq_ids (i32 [B]) names each row's sequence,
+// whose keys (its current length L, including the Sq newest tokens, already
+// appended) are read straight from the cache's blocks. With causal, query i
+// sees keys j <= i + L - Sq. Inputs {q, seq_ids}, outputs {o, [lse]}.
+struct PagedAttention {
+  // Plans for sequences of up to `max_kv_len` tokens (this sizes the split-KV
+  // workspace); run() reports a longer one. The plan keeps the cache alive.
+  static Result<PlanPtr> plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
+                              const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
+                              const AttentionAttrs& attrs = {}, const std::optional<TensorDesc>& lse = {});
+};
+
+// One-shot: plans per power-of-two bucket of the longest sequence, so a
+// sequence growing token by token re-plans only when it doubles.
+Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
+                       const Tensor& seq_ids, const Tensor& o, const AttentionAttrs& attrs = {});
+
+}  // namespace tessera::ops

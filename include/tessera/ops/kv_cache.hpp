@@ -1,0 +1,72 @@
+#pragma once
+// Paged KV cache for one attention layer: a pool of fixed-size blocks of
+// tokens and, per sequence, a block table mapping its logical blocks to
+// physical ones (vLLM's PagedAttention layout). Appending allocates blocks
+// as a sequence grows; releasing a sequence returns its blocks for reuse.
+//
+// Storage per block and kv head: [block_size][D] contiguous, so one head's
+// tokens in a block are one run of memory: K pool [blocks][Hkv][block_size][D]
+// and a V pool shaped alike. int8 storage is symmetric with one f32 scale per
+// token and head (max|x| / 127, rounded to nearest even, saturated).
+//
+// Not thread-safe: append and release must not run concurrently with each
+// other or with an attention that reads the cache.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tessera/core/tensor.hpp"
+
+namespace tessera::ops {
+
+struct KvCacheConfig {
+  std::int64_t num_blocks = 0;
+  std::int64_t block_size = 16;  // tokens per block: 16 or 32
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  DType dtype = DType::f32;      // f32, bf16 or i8
+};
+
+class KvCache {
+ public:
+  static Result<std::shared_ptr<KvCache>> create(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return config_; }
+  // A new, empty sequence.
+  std::int32_t add_sequence();
+  // Appends T tokens to `seq`: k and v [T, Hkv, D], f32 or bf16, any strides.
+  // When the pool has too few free blocks, nothing is appended and the error says so.
+  Status append(std::int32_t seq, const Tensor& k, const Tensor& v);
+  // Returns the sequence's blocks to the pool; the id is not reused.
+  Status release(std::int32_t seq);
+
+  // Tokens held for `seq`; an error for an unknown or released id.
+  Result<std::int64_t> length(std::int32_t seq) const;
+  Result<std::span<const std::int32_t>> block_table(std::int32_t seq) const;
+  std::int64_t free_blocks() const { return std::int64_t(free_.size()); }
+
+  // Storage, for the kernels. Element offsets: block b, head h, slot t, feature d
+  // at ((b * Hkv + h) * block_size + t) * D + d; scales at (b * Hkv + h) * block_size + t.
+  const void* k_pool() const { return k_.data(); }
+  const void* v_pool() const { return v_.data(); }
+  const float* k_scales() const { return k_scales_.empty() ? nullptr : k_scales_.data(); }
+  const float* v_scales() const { return v_scales_.empty() ? nullptr : v_scales_.data(); }
+
+ private:
+  struct Sequence {
+    std::int64_t length = 0;
+    std::vector<std::int32_t> blocks;
+    bool live = true;
+  };
+  KvCache(const KvCacheConfig& config, Tensor k, Tensor v);
+  Result<const Sequence*> find(std::int32_t seq) const;
+
+  KvCacheConfig config_;
+  Tensor k_, v_;
+  std::vector<float> k_scales_, v_scales_;
+  std::vector<std::int32_t> free_;  // a stack: the most recently released block is reused first
+  std::vector<Sequence> sequences_;
+};
+
+}  // namespace tessera::ops

@@ -1,0 +1,50 @@
+#include "kernels/attention.hpp"
+
+#include <algorithm>
+
+namespace tessera::kernels {
+
+namespace {
+
+bool simd_supported(const AttentionProblem& p) {
+  const auto is_float = [](DType t) { return t == DType::f32 || t == DType::bf16; };
+  return is_float(p.q) && is_float(p.o) && (is_float(p.kv) || p.kv == DType::i8) && p.head_dim % 16 == 0 &&
+         p.head_dim <= 256;
+}
+// Decode shape: few query positions, keys that may be split across cores.
+bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }
+
+bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p); }
+
+}  // namespace
+
+AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info&) {
+  // About 64 rows per task: q, the sums and the scores of 64 rows at D = 128
+  // are ~72 KiB, resident in L2 next to a 32-key block of K and V in L1.
+  // Smaller blocks when that leaves fewer than 4 tasks per thread.
+  std::int64_t positions = std::max<std::int64_t>(1, 64 / std::max<std::int64_t>(1, p.group));
+  while (positions > 1 && p.units * ((p.positions + positions - 1) / positions) < 4 * p.threads) positions /= 2;
+  return {positions, 0};
+}
+
+AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
+  // Enough pieces for 4 tasks per thread (dynamic scheduling evens them
+  // out), each at least 256 keys so the merge and per-task set-up stay small.
+  constexpr std::int64_t kMinKeys = 256;
+  const std::int64_t splits = std::max<std::int64_t>(1, (4 * p.threads + p.units - 1) / std::max<std::int64_t>(1, p.units));
+  std::int64_t keys = (p.kv_len + splits - 1) / splits;
+  keys = std::max(kMinKeys, (keys + 31) / 32 * 32);
+  return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys};
+}
+
+std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
+  static const KernelRow<AttentionFamily> kRows[] = {
+      {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention},
+      {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_tiling, avx512::attention},
+      {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
+      {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,106 @@
+#pragma once
+// Attention family. A kernel runs one unit: the query rows of one sequence
+// and kv head — `rows` = positions × group, position-major, where the group
+// is the query heads sharing the kv head (GQA rows are packed together so
+// each block of K and V is read once for all of them) — against keys
+// [t0, t1), flash-style: blocks of keys, an online softmax, the scores never
+// leaving the core. It writes either the final normalized rows (and their
+// log-sum-exp), or, for one piece of a split-KV decode, the unnormalized
+// sums with each row's running max and sum, which the op merges.
+#include <cstdint>
+#include <span>
+
+#include "kernels/registry.hpp"
+#include "tessera/core/dtype.hpp"
+
+namespace tessera::kernels {
+
+// Where the keys and values of one sequence and kv head live: contiguous
+// (token t at t * token_stride) or paged (block_table[t / block_size], then
+// slot t % block_size at slot * token_stride within the block).
+struct KvSource {
+  DType dtype;  // f32, bf16, or i8 (paged only: with per-token scales)
+  const void* k;
+  const void* v;
+  std::int64_t k_token_stride, v_token_stride;  // elements; equal when paged
+  const std::int32_t* block_table;   // nullptr: contiguous
+  std::int64_t block_size;           // paged: tokens per block
+  std::int64_t block_stride;         // paged: elements between physical blocks
+  const float* k_scale;              // i8: scale of token t at block * scale_block_stride + slot
+  const float* v_scale;
+  std::int64_t scale_block_stride;
+};
+
+// Element offset of token t (and, for i8, of its scale) within a KvSource.
+// `static`: each ISA translation unit keeps its own copy (see registry.hpp).
+static inline std::int64_t kv_token_offset(const KvSource& kv, std::int64_t t, std::int64_t token_stride) {
+  if (!kv.block_table) return t * token_stride;
+  return kv.block_table[t / kv.block_size] * kv.block_stride + (t % kv.block_size) * token_stride;
+}
+static inline std::int64_t kv_scale_offset(const KvSource& kv, std::int64_t t) {
+  return kv.block_table[t / kv.block_size] * kv.scale_block_stride + t % kv.block_size;
+}
+
+struct AttentionArgs {
+  std::int64_t head_dim;
+  std::int64_t rows;   // positions × group
+  std::int64_t group;  // row r: position r / group, query head r % group of the kv head's group
+  DType q_dtype;
+  const void* q;  // position 0 of the unit, first head of the group
+  std::int64_t q_pos_stride, q_head_stride;
+  float scale;
+  DType mask_dtype;
+  const void* mask;  // nullptr or additive, at (position 0, first head, key 0)
+  std::int64_t mask_pos_stride, mask_head_stride, mask_key_stride;
+  bool causal;
+  std::int64_t causal_offset;  // position p of the unit sees keys t <= p + causal_offset
+  KvSource kv;
+};
+
+struct AttentionOutput {
+  // Final rows: o = sums / l (zeros where l = 0), lse = m + log(l) (-inf there).
+  DType o_dtype;
+  void* o;
+  std::int64_t o_pos_stride, o_head_stride;
+  float* lse;  // optional
+  std::int64_t lse_pos_stride, lse_head_stride;
+  // Split-KV piece, when partial_o is set: [rows][head_dim] unnormalized sums,
+  // the running max of the scaled logits and the sum of exp(logit - max).
+  float* partial_o;
+  float* partial_m;
+  float* partial_l;
+};
+
+struct AttentionProblem {
+  DType q, kv, o;
+  std::int64_t head_dim;
+  std::int64_t positions;  // query positions per sequence (the longest, for variable lengths)
+  std::int64_t group;
+  std::int64_t units;      // sequences × kv heads
+  std::int64_t kv_len;     // keys per sequence (the longest)
+  bool split_allowed;      // fixed-length or paged keys: a unit may take part of them
+  std::int64_t threads;
+};
+
+struct AttentionTiling {
+  std::int64_t positions_per_unit;  // query positions per task
+  std::int64_t keys_per_split;      // 0: no split, every task takes all its keys
+};
+
+struct AttentionFamily {
+  using Problem = AttentionProblem;
+  using Tiling = AttentionTiling;
+  using Run = void (*)(const AttentionArgs&, std::int64_t t0, std::int64_t t1, const AttentionOutput&);
+};
+
+std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily);
+
+// Tilings: prefill splits positions into blocks of about `hw`-sized rows;
+// decode (few positions, many keys) splits the keys so every core has work.
+AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw);
+AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info& hw);
+
+namespace ref { void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
+namespace avx512 { void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
+
+}  // namespace tessera::kernels

@@ -1,0 +1,292 @@
+// Flash attention on AVX-512 (f32 compute), one unit of query rows against
+// a range of keys. Per block of 32 keys:
+//   1. K is converted to f32 and transposed in registers into kt[D][32], so
+//      the score tile S = Q · Kᵀ is a small GEMM: broadcast q, FMA rows of kt.
+//   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
+//   3. O = alpha · O + P · V, with O row chunks held in registers across the
+//      32 keys. f32 V is read in place; bf16 / int8 V is converted first.
+// The next block's K and V rows are prefetched: in [B, S, H, D] layouts the
+// rows of one head are a page apart, where the hardware prefetcher stops.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/attention.hpp"
+#include "kernels/scratch.hpp"
+#include "kernels/x86/load1.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+namespace {
+
+constexpr std::int64_t kKeys = 32;  // keys per block
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// 16 features of one key or value row as f32 (int8: times the token's scale).
+static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float scale) {
+  if (t == DType::i8) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + d));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
+  }
+  return load16(advance(row, t, d), t, 0xffff);
+}
+
+static inline void prefetch_row(const void* row, std::int64_t bytes) {
+  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
+}
+
+// GCC folds a load into every FMA that uses it, which turns one load of a V
+// vector into one per row and makes the tile load-bound; this pins it.
+static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
+
+// S[RR rows][32] = Q[RR][D] · kt[D][32], q in a sliver of kScoreRows rows
+// stored d-major ([D][kScoreRows]): the broadcasts read one sequential stream.
+constexpr std::int64_t kScoreRows = 8;
+
+template <int RR>
+static void score_tile(const float* q, std::int64_t dim, const float* kt, float* s) {
+  __m512 acc[RR][2];
+  for (int i = 0; i < RR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (std::int64_t d = 0; d < dim; ++d) {
+    __m512 k0 = _mm512_load_ps(kt + d * kKeys), k1 = _mm512_load_ps(kt + d * kKeys + 16);
+    keep_in_register(k0);
+    keep_in_register(k1);
+    for (int i = 0; i < RR; ++i) {
+      const __m512 b = _mm512_set1_ps(q[d * kScoreRows + i]);
+      acc[i][0] = _mm512_fmadd_ps(b, k0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(b, k1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < RR; ++i) {
+    _mm512_store_ps(s + i * kKeys, acc[i][0]);
+    _mm512_store_ps(s + i * kKeys + 16, acc[i][1]);
+  }
+}
+
+static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s) {
+  for (std::int64_t r = 0; r < rows; r += kScoreRows) {
+    const float* sliver = q + r * dim;
+    float* out = s + r * kKeys;
+    switch (std::min(kScoreRows, rows - r)) {
+      case 1: score_tile<1>(sliver, dim, kt, out); break;
+      case 2: score_tile<2>(sliver, dim, kt, out); break;
+      case 3: score_tile<3>(sliver, dim, kt, out); break;
+      case 4: score_tile<4>(sliver, dim, kt, out); break;
+      case 5: score_tile<5>(sliver, dim, kt, out); break;
+      case 6: score_tile<6>(sliver, dim, kt, out); break;
+      case 7: score_tile<7>(sliver, dim, kt, out); break;
+      default: score_tile<8>(sliver, dim, kt, out); break;
+    }
+  }
+}
+
+// O[RR][c : c + 16 NV] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + 16 NV].
+// RR (NV + 1) + 1 <= 32 registers: accumulators, broadcasts, one V vector.
+template <int NV>
+constexpr int pv_rows() { return std::min(8, 31 / (NV + 1)); }
+
+template <int RR, int NV>
+static void pv_tile(const float* p, const float* alpha, float* o, std::int64_t dim, const float* const* vrow,
+                    std::int64_t n, std::int64_t c) {
+  __m512 acc[RR][NV];
+  for (int i = 0; i < RR; ++i) {
+    const __m512 a = _mm512_set1_ps(alpha[i]);
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(a, _mm512_loadu_ps(o + i * dim + c + 16 * v));
+  }
+  for (std::int64_t t = 0; t < n; ++t) {
+    __m512 b[RR];
+    for (int i = 0; i < RR; ++i) b[i] = _mm512_set1_ps(p[i * kKeys + t]);
+    const float* vr = vrow[t] + c;
+    for (int v = 0; v < NV; ++v) {
+      __m512 x = _mm512_loadu_ps(vr + 16 * v);
+      keep_in_register(x);
+      for (int i = 0; i < RR; ++i) acc[i][v] = _mm512_fmadd_ps(b[i], x, acc[i][v]);
+    }
+  }
+  for (int i = 0; i < RR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + c + 16 * v, acc[i][v]);
+}
+
+template <int NV>
+static void pv_chunk(const float* p, const float* alpha, float* o, std::int64_t rows, std::int64_t dim,
+                     const float* const* vrow, std::int64_t n, std::int64_t c) {
+  constexpr int kRows = pv_rows<NV>();
+  std::int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) pv_tile<kRows, NV>(p + r * kKeys, alpha + r, o + r * dim, dim, vrow, n, c);
+  for (; r < rows; ++r) pv_tile<1, NV>(p + r * kKeys, alpha + r, o + r * dim, dim, vrow, n, c);
+}
+
+static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64_t rows, std::int64_t dim,
+                        const float* const* vrow, std::int64_t n) {
+  for (std::int64_t c = 0; c < dim; c += 128) {
+    switch (std::min<std::int64_t>(8, (dim - c) / 16)) {
+      case 1: pv_chunk<1>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 2: pv_chunk<2>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 3: pv_chunk<3>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 4: pv_chunk<4>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 5: pv_chunk<5>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 6: pv_chunk<6>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 7: pv_chunk<7>(p, alpha, o, rows, dim, vrow, n, c); break;
+      default: pv_chunk<8>(p, alpha, o, rows, dim, vrow, n, c); break;
+    }
+  }
+}
+
+// The additive mask of one row for keys [tb, tb + 16 * 2) as two vectors.
+static inline void load_mask32(const AttentionArgs& a, const void* row, std::int64_t n, __m512 out[2]) {
+  for (int h = 0; h < 2; ++h) {
+    const std::int64_t first = 16 * h, count = std::clamp<std::int64_t>(n - first, 0, 16);
+    if (a.mask_key_stride == 1) {
+      out[h] = load16(advance(row, a.mask_dtype, first), a.mask_dtype, tail_mask(count));
+    } else {
+      alignas(64) float v[16] = {};
+      for (std::int64_t i = 0; i < count; ++i) v[i] = load1(row, a.mask_dtype, (first + i) * a.mask_key_stride);
+      out[h] = _mm512_load_ps(v);
+    }
+  }
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  const std::int64_t dim = a.head_dim, rows = a.rows, group = a.group;
+  const std::int64_t positions = (rows + group - 1) / group;
+  // Keys past the last row's causal limit are never visible.
+  const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+
+  // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha.
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + kScoreRows) * (2 * dim + kKeys + 3)));
+  float* o = q + (rows + kScoreRows) * dim;  // q: whole slivers
+  float* s = o + rows * dim;
+  float* m = s + rows * kKeys;
+  float* l = m + rows;
+  float* alpha = l + rows;
+  float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * kKeys * 2));
+  float* vb = kt + dim * kKeys;
+
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const void* qr = advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride);
+    float* sliver = q + (r - r % kScoreRows) * dim + r % kScoreRows;
+    for (std::int64_t d = 0; d < dim; d += 16) {
+      alignas(64) float x[16];
+      _mm512_store_ps(x, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
+      for (std::int64_t j = 0; j < 16; ++j) sliver[(d + j) * kScoreRows] = x[j];
+      _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
+    }
+    m[r] = kNegInf;
+    l[r] = 0.0f;
+  }
+
+  const KvSource& kv = a.kv;
+  const std::int64_t elt = bytes_of(kv.dtype);
+  const std::int64_t row_bytes = dim * elt;
+  const void* krow[kKeys];
+  const void* vsrc[kKeys];
+  float kscale[kKeys], vscale[kKeys];
+  const float* vrow[kKeys];
+
+  for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
+    const std::int64_t n = std::min(kKeys, t_end - tb);
+    for (std::int64_t i = 0; i < n; ++i) {
+      krow[i] = static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + i, kv.k_token_stride) * elt;
+      vsrc[i] = static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + i, kv.v_token_stride) * elt;
+      if (kv.dtype == DType::i8) {
+        const std::int64_t so = kv_scale_offset(kv, tb + i);
+        kscale[i] = kv.k_scale[so];
+        vscale[i] = kv.v_scale[so];
+      } else {
+        kscale[i] = vscale[i] = 1.0f;
+      }
+    }
+    const std::int64_t ahead = kKeys;
+    for (std::int64_t i = 0, next = std::min(kKeys, t_end - tb - ahead); i < next; ++i) {
+      prefetch_row(static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + ahead + i, kv.k_token_stride) * elt, row_bytes);
+      prefetch_row(static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + ahead + i, kv.v_token_stride) * elt, row_bytes);
+    }
+
+    // 1. kt[d][key] for the block; keys past n are zero.
+    for (std::int64_t d = 0; d < dim; d += 16)
+      for (std::int64_t h = 0; h < 2; ++h) {
+        __m512 r[16];
+        for (std::int64_t i = 0; i < 16; ++i) {
+          const std::int64_t key = 16 * h + i;
+          r[i] = key < n ? load_kv16(krow[key], kv.dtype, d, kscale[key]) : _mm512_setzero_ps();
+        }
+        transpose16x16(r);
+        for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * kKeys + 16 * h, r[j]);
+      }
+    if (kv.dtype == DType::f32) {
+      for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(vsrc[i]);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        for (std::int64_t d = 0; d < dim; d += 16) _mm512_store_ps(vb + i * dim + d, load_kv16(vsrc[i], kv.dtype, d, vscale[i]));
+        vrow[i] = vb + i * dim;
+      }
+    }
+
+    // 2. Scores, then the online softmax row by row.
+    score_rows(q, rows, dim, kt, s);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* sr = s + r * kKeys;
+      const std::int64_t pos = r / group;
+      const std::int64_t limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
+      const std::int64_t valid = std::clamp<std::int64_t>(limit - tb, 0, n);
+      const __mmask16 v0 = tail_mask(valid), v1 = tail_mask(std::max<std::int64_t>(valid - 16, 0));
+      if (valid == 0) {
+        _mm512_store_ps(sr, _mm512_setzero_ps());
+        _mm512_store_ps(sr + 16, _mm512_setzero_ps());
+        alpha[r] = 1.0f;
+        continue;
+      }
+      __m512 x0 = _mm512_load_ps(sr), x1 = _mm512_load_ps(sr + 16);
+      if (a.mask) {
+        __m512 mk[2];
+        load_mask32(a, advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride), valid, mk);
+        x0 = _mm512_add_ps(x0, mk[0]);
+        x1 = _mm512_add_ps(x1, mk[1]);
+      }
+      x0 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v0, x0);
+      x1 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v1, x1);
+      const float block_max = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
+      const float m_new = std::max(m[r], block_max);
+      if (m_new == kNegInf) {  // nothing visible yet: the row stays empty
+        _mm512_store_ps(sr, _mm512_setzero_ps());
+        _mm512_store_ps(sr + 16, _mm512_setzero_ps());
+        alpha[r] = 1.0f;
+        continue;
+      }
+      const __m512 mv = _mm512_set1_ps(m_new);
+      const __m512 p0 = _mm512_maskz_mov_ps(v0, exp16(_mm512_sub_ps(x0, mv)));
+      const __m512 p1 = _mm512_maskz_mov_ps(v1, exp16(_mm512_sub_ps(x1, mv)));
+      alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(m[r] - m_new)));
+      l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      m[r] = m_new;
+      _mm512_store_ps(sr, p0);
+      _mm512_store_ps(sr + 16, p1);
+    }
+
+    // 3. O = alpha O + P V.
+    pv_rows_all(s, alpha, o, rows, dim, vrow, n);
+  }
+
+  if (out.partial_o) {
+    std::copy(o, o + rows * dim, out.partial_o);
+    std::copy(m, m + rows, out.partial_m);
+    std::copy(l, l + rows, out.partial_l);
+    return;
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t pos = r / group, head = r % group;
+    const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
+    const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
+    void* orow = advance(out.o, out.o_dtype, pos * out.o_pos_stride + head * out.o_head_stride);
+    for (std::int64_t d = 0; d < dim; d += 16)
+      store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_loadu_ps(o + r * dim + d)), 0xffff);
+    if (out.lse)
+      out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+  }
+}
+
+}  // namespace tessera::kernels::avx512

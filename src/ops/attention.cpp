@@ -1,0 +1,560 @@
+#include "tessera/ops/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/element.hpp"
+#include "kernels/attention.hpp"
+#include "ops/common.hpp"
+
+namespace tessera::ops {
+
+using namespace detail;
+
+namespace {
+
+using Row = kernels::KernelRow<kernels::AttentionFamily>;
+
+const void* at(const void* p, DType t, std::int64_t elements) {
+  return static_cast<const char*>(p) + elements * bytes_of(t);
+}
+void* at(void* p, DType t, std::int64_t elements) { return static_cast<char*>(p) + elements * bytes_of(t); }
+
+// One kernel call: a block of query positions of one (sequence, kv head)
+// against keys [t0, t1).
+struct Task {
+  kernels::AttentionArgs args;
+  kernels::AttentionOutput out;
+  std::int64_t t0, t1, cost;
+};
+
+// A unit whose keys were split: its pieces (consecutive tasks) are merged by
+// their log-sum-exp into the final rows.
+struct Merge {
+  std::size_t first, pieces;
+  std::int64_t rows, dim, group;
+  kernels::AttentionOutput out;
+};
+
+// One (sequence, kv head): all its query positions against all its keys.
+struct Unit {
+  kernels::AttentionArgs args;  // q and mask at position 0, causal_offset for position 0
+  kernels::AttentionOutput out;
+  std::int64_t positions, kv_len;
+};
+
+// Workspace floats per split piece.
+std::int64_t piece_floats(std::int64_t rows, std::int64_t dim) { return rows * (dim + 2); }
+
+// Splits a unit into tasks by the tiling: key pieces (decode) or blocks of
+// positions (prefill). `workspace` hands out partial-sum buffers.
+void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector<Task>& tasks,
+              std::vector<Merge>& merges, float*& workspace) {
+  const kernels::AttentionArgs& a = u.args;
+  if (tiling.keys_per_split > 0 && u.kv_len > tiling.keys_per_split) {
+    const std::int64_t rows = u.positions * a.group, dim = a.head_dim;
+    Merge m{tasks.size(), 0, rows, dim, a.group, u.out};
+    for (std::int64_t t0 = 0; t0 < u.kv_len; t0 += tiling.keys_per_split, ++m.pieces) {
+      Task t{a, {}, t0, std::min(u.kv_len, t0 + tiling.keys_per_split), 0};
+      t.args.rows = rows;
+      t.out.partial_o = workspace;
+      t.out.partial_m = workspace + rows * dim;
+      t.out.partial_l = t.out.partial_m + rows;
+      workspace += piece_floats(rows, dim);
+      t.cost = rows * (t.t1 - t.t0);
+      tasks.push_back(t);
+    }
+    merges.push_back(m);
+    return;
+  }
+  const std::int64_t block = std::max<std::int64_t>(1, tiling.positions_per_unit);
+  const std::int64_t blocks = (u.positions + block - 1) / block;
+  // Last blocks first: under a causal mask they see the most keys, and
+  // starting the longest tasks first evens out the end of the job.
+  for (std::int64_t b = blocks - 1; b >= 0; --b) {
+    const std::int64_t p0 = b * block, p1 = std::min(u.positions, p0 + block);
+    Task t{a, u.out, 0, u.kv_len, 0};
+    t.args.rows = (p1 - p0) * a.group;
+    t.args.q = at(a.q, a.q_dtype, p0 * a.q_pos_stride);
+    if (a.mask) t.args.mask = at(a.mask, a.mask_dtype, p0 * a.mask_pos_stride);
+    t.args.causal_offset = a.causal_offset + p0;
+    t.out.o = at(u.out.o, u.out.o_dtype, p0 * u.out.o_pos_stride);
+    if (u.out.lse) t.out.lse = u.out.lse + p0 * u.out.lse_pos_stride;
+    const std::int64_t keys = a.causal ? std::clamp<std::int64_t>(p1 + a.causal_offset, 0, u.kv_len) : u.kv_len;
+    t.cost = t.args.rows * keys;
+    tasks.push_back(t);
+  }
+}
+
+// Final rows from the pieces: weights exp(m_i - M) with M the largest max.
+void merge(const Task* pieces, const Merge& m) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<float> sums(std::size_t(m.dim));
+  for (std::int64_t r = 0; r < m.rows; ++r) {
+    float mx = kNegInf;
+    for (std::size_t i = 0; i < m.pieces; ++i) mx = std::max(mx, pieces[i].out.partial_m[r]);
+    std::fill(sums.begin(), sums.end(), 0.0f);
+    float l = 0.0f;
+    if (mx != kNegInf) {
+      for (std::size_t i = 0; i < m.pieces; ++i) {
+        const auto& p = pieces[i].out;
+        const float w = std::exp(p.partial_m[r] - mx);
+        if (w == 0.0f) continue;
+        l += w * p.partial_l[r];
+        for (std::int64_t d = 0; d < m.dim; ++d) sums[std::size_t(d)] += w * p.partial_o[r * m.dim + d];
+      }
+    }
+    const std::int64_t pos = r / m.group, head = r % m.group;
+    const bool empty = l == 0.0f;
+    const std::int64_t o_off = pos * m.out.o_pos_stride + head * m.out.o_head_stride;
+    for (std::int64_t d = 0; d < m.dim; ++d)
+      tessera::detail::store(m.out.o, m.out.o_dtype, o_off + d, empty ? 0.0f : sums[std::size_t(d)] / l);
+    if (m.out.lse) m.out.lse[pos * m.out.lse_pos_stride + head * m.out.lse_head_stride] = empty ? kNegInf : mx + std::log(l);
+  }
+}
+
+void execute(ThreadPool& pool, const Row& row, std::vector<Task>& tasks, const std::vector<Merge>& merges) {
+  // Merged pieces stay consecutive: order only the unsplit tasks by cost.
+  if (merges.empty())
+    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& x, const Task& y) { return x.cost > y.cost; });
+  pool.parallel_for(std::int64_t(tasks.size()), 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) row.run(tasks[std::size_t(i)].args, tasks[std::size_t(i)].t0, tasks[std::size_t(i)].t1, tasks[std::size_t(i)].out);
+  });
+  pool.parallel_for(std::int64_t(merges.size()), 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) merge(&tasks[merges[std::size_t(i)].first], merges[std::size_t(i)]);
+  });
+}
+
+float resolve_scale(float scale, std::int64_t dim) { return scale == 0.0f ? 1.0f / std::sqrt(float(dim)) : scale; }
+
+Status check_scale(float scale) {
+  if (!std::isfinite(scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", scale));
+  return {};
+}
+
+Status check_head_stride(const TensorDesc& d, std::string_view name) {
+  if (d.shape[d.rank() - 1] > 1 && d.strides[d.rank() - 1] != 1)
+    return Status::invalid_argument(fmt::format("{}: the head dim (last) must have stride 1, got strides {}", name, d.strides.to_string()));
+  return {};
+}
+
+Status check_attention_float(const TensorDesc& d, std::string_view name) {
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16)
+    return Status::invalid_argument(fmt::format("{}: dtype {} is not f32 or bf16", name, to_string(d.dtype)));
+  return {};
+}
+
+// Checks q / o against their shape and picks the output row layout; shared by both ops.
+Status check_lse(const std::optional<TensorDesc>& lse, const Shape& expected) {
+  if (!lse) return {};
+  TESSERA_RETURN_IF_ERROR(lse->validate("lse"));
+  if (lse->dtype != DType::f32) return Status::invalid_argument(fmt::format("lse: dtype {} is not f32", to_string(lse->dtype)));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(*lse, "lse", expected, "the expected"));
+  return check_writable(*lse, "lse");
+}
+
+std::int64_t attention_flops(std::int64_t heads, std::int64_t queries, std::int64_t keys, std::int64_t dim) {
+  return saturating_mul(saturating_mul(4 * heads, queries), saturating_mul(keys, dim));
+}
+
+class AttentionPlan final : public Plan {
+ public:
+  AttentionPlan(std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs, const AttentionAttrs& attrs,
+                const AttentionOptions& options, Strides mask_strides, const Row* row, kernels::AttentionTiling tiling,
+                std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
+      : Plan(row->name, bytes, flops), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(attrs),
+        has_mask_(options.mask.has_value()), varlen_batch_(options.varlen_batch), row_(row), tiling_(tiling),
+        workspace_(workspace), mask_strides_(mask_strides) {}
+
+  std::string_view op() const override { return "attention"; }
+  std::int64_t workspace_bytes() const override { return workspace_; }
+
+  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+    static constexpr std::string_view kMasked[] = {"q", "k", "v", "mask"}, kVarlen[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"},
+                                      kOut[] = {"o", "lse"};
+    const std::span<const std::string_view> in_names = varlen_batch_ ? std::span<const std::string_view>(kVarlen) : kMasked;
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, in_names));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, kOut));
+    for (std::size_t o = 0; o < out.size(); ++o)
+      for (std::size_t i = 0; i < in.size(); ++i)
+        TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], in_names[i], false));
+    if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
+    if (workspace_ > 0 && !workspace)
+      return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_));
+
+    std::vector<Unit> units;
+    TESSERA_RETURN_IF_ERROR(make_units(in, out, units));
+    return stream.submit(op(), [&] {
+      std::vector<Task> tasks;
+      std::vector<Merge> merges;
+      float* ws = static_cast<float*>(workspace);
+      for (const Unit& u : units) add_unit(u, tiling_, tasks, merges, ws);
+      execute(stream.context().pool(), *row_, tasks, merges);
+      return Status{};
+    });
+  }
+
+ private:
+  // Element offsets of one sequence's first query / key in each tensor.
+  struct SequenceOffsets {
+    std::int64_t q, k, v, o, lse, mask;
+  };
+
+  // One unit per (sequence, kv head).
+  Status make_units(std::span<const Tensor> in, std::span<const Tensor> out, std::vector<Unit>& units) const {
+    const TensorDesc &q = inputs_[0], &k = inputs_[1], &v = inputs_[2], &o = outputs_[0];
+    const int r = q.rank();
+    const std::int64_t hkv = k.shape[r - 2], dim = q.shape[r - 1], group = q.shape[r - 2] / hkv;
+    const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
+    const int lr = lse ? lse->rank() : 0;
+    auto add = [&](const SequenceOffsets& off, std::int64_t sq, std::int64_t skv) {
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        Unit u{};
+        kernels::AttentionArgs& a = u.args;
+        a.head_dim = dim;
+        a.group = group;
+        a.q_dtype = q.dtype;
+        a.q = at(in[0].data(), q.dtype, off.q + h * group * q.strides[r - 2]);
+        a.q_pos_stride = q.strides[r - 3];
+        a.q_head_stride = q.strides[r - 2];
+        a.scale = resolve_scale(attrs_.scale, dim);
+        a.causal = attrs_.causal;
+        a.causal_offset = skv - sq;
+        if (has_mask_) {
+          a.mask_dtype = inputs_[3].dtype;
+          a.mask = at(in[3].data(), a.mask_dtype, off.mask + h * group * mask_strides_[1]);
+          a.mask_head_stride = mask_strides_[1];
+          a.mask_pos_stride = mask_strides_[2];
+          a.mask_key_stride = mask_strides_[3];
+        }
+        a.kv = {.dtype = k.dtype,
+                .k = at(in[1].data(), k.dtype, off.k + h * k.strides[r - 2]),
+                .v = at(in[2].data(), v.dtype, off.v + h * v.strides[r - 2]),
+                .k_token_stride = k.strides[r - 3],
+                .v_token_stride = v.strides[r - 3],
+                .block_table = nullptr, .block_size = 0, .block_stride = 0,
+                .k_scale = nullptr, .v_scale = nullptr, .scale_block_stride = 0};
+        kernels::AttentionOutput& w = u.out;
+        w.o_dtype = o.dtype;
+        w.o = at(out[0].data(), o.dtype, off.o + h * group * o.strides[r - 2]);
+        w.o_pos_stride = o.strides[r - 3];
+        w.o_head_stride = o.strides[r - 2];
+        if (lse) {
+          w.lse = static_cast<float*>(out[1].data()) + off.lse + h * group * lse->strides[lr - 2];
+          w.lse_head_stride = lse->strides[lr - 2];
+          w.lse_pos_stride = lse->strides[lr - 1];
+        }
+        u.positions = sq;
+        u.kv_len = skv;
+        units.push_back(u);
+      }
+    };
+    if (!varlen_batch_) {
+      for (std::int64_t b = 0; b < q.shape[0]; ++b)
+        add({b * q.strides[0], b * k.strides[0], b * v.strides[0], b * o.strides[0], lse ? b * lse->strides[0] : 0,
+             has_mask_ ? b * mask_strides_[0] : 0},
+            q.shape[1], k.shape[1]);
+      return {};
+    }
+    const auto* cu_q = in[3].data_as<const std::int32_t>();
+    const auto* cu_kv = in[4].data_as<const std::int32_t>();
+    for (const auto& [cu, name, total] : {std::tuple{cu_q, "cu_seqlens_q", q.shape[0]}, std::tuple{cu_kv, "cu_seqlens_kv", k.shape[0]}}) {
+      if (cu[0] != 0) return Status::invalid_argument(fmt::format("{}: starts at {}, expected 0", name, cu[0]));
+      for (std::int64_t b = 0; b < varlen_batch_; ++b)
+        if (cu[b + 1] < cu[b])
+          return Status::invalid_argument(fmt::format("{}: decreases at [{}] ({} after {})", name, b + 1, cu[b + 1], cu[b]));
+      if (cu[varlen_batch_] != total)
+        return Status::invalid_argument(fmt::format("{}: ends at {}, expected the total {}", name, cu[varlen_batch_], total));
+    }
+    for (std::int64_t b = 0; b < varlen_batch_; ++b)
+      add({cu_q[b] * q.strides[0], cu_kv[b] * k.strides[0], cu_kv[b] * v.strides[0], cu_q[b] * o.strides[0],
+           lse ? cu_q[b] * lse->strides[1] : 0, 0},
+          cu_q[b + 1] - cu_q[b], cu_kv[b + 1] - cu_kv[b]);
+    return {};
+  }
+
+  std::vector<TensorDesc> inputs_, outputs_;
+  AttentionAttrs attrs_;
+  bool has_mask_;
+  std::int64_t varlen_batch_;
+  const Row* row_;
+  kernels::AttentionTiling tiling_;
+  std::int64_t workspace_;
+  Strides mask_strides_;  // the mask broadcast to [B, Hq, Sq, Skv]
+};
+
+// Checks shared by both ops on q and o: float dtypes, rank, head dim, unit head stride.
+Status check_queries(const TensorDesc& q, const TensorDesc& o, int rank) {
+  TESSERA_RETURN_IF_ERROR(q.validate("q"));
+  TESSERA_RETURN_IF_ERROR(o.validate("o"));
+  TESSERA_RETURN_IF_ERROR(check_attention_float(q, "q"));
+  TESSERA_RETURN_IF_ERROR(check_attention_float(o, "o"));
+  TESSERA_RETURN_IF_ERROR(check_rank(q, "q", rank, rank));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(o, "o", q.shape, "q's shape"));
+  if (q.shape[rank - 1] == 0) return Status::invalid_argument("q: the head dim (last) is 0");
+  TESSERA_RETURN_IF_ERROR(check_head_stride(q, "q"));
+  TESSERA_RETURN_IF_ERROR(check_head_stride(o, "o"));
+  return check_writable(o, "o");
+}
+
+Status check_groups(std::int64_t hq, std::int64_t hkv, std::string_view kv_name) {
+  if (hkv <= 0 || hq % hkv != 0)
+    return Status::invalid_argument(fmt::format("q: {} query heads is not a multiple of {}'s {} kv heads", hq, kv_name, hkv));
+  return {};
+}
+
+kernels::AttentionProblem make_problem(Context& ctx, DType q, DType kv, DType o, std::int64_t dim,
+                                       std::int64_t positions, std::int64_t group, std::int64_t units,
+                                       std::int64_t kv_len, bool split_allowed) {
+  return {q, kv, o, dim, positions, group, units, kv_len, split_allowed, ctx.pool().threads()};
+}
+
+// Workspace for the partial sums of split units: every unit at its most pieces.
+std::int64_t split_workspace(const kernels::AttentionTiling& tiling, std::int64_t units, std::int64_t kv_len,
+                             std::int64_t rows, std::int64_t dim) {
+  if (tiling.keys_per_split == 0 || kv_len <= tiling.keys_per_split) return 0;
+  const std::int64_t pieces = (kv_len + tiling.keys_per_split - 1) / tiling.keys_per_split;
+  return saturating_mul(saturating_mul(units, pieces), piece_floats(rows, dim) * std::int64_t(sizeof(float)));
+}
+
+}  // namespace
+
+Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v,
+                                const TensorDesc& o, const AttentionAttrs& attrs, const AttentionOptions& options) {
+  const bool varlen = options.varlen_batch != 0;
+  if (options.varlen_batch < 0)
+    return Status::invalid_argument(fmt::format("varlen_batch: {} is negative", options.varlen_batch));
+  const int rank = varlen ? 3 : 4;
+  TESSERA_RETURN_IF_ERROR(check_queries(q, o, rank));
+  for (const auto& [d, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    TESSERA_RETURN_IF_ERROR(d->validate(name));
+    if (d->dtype != q.dtype)
+      return Status::invalid_argument(fmt::format("{}: dtype {} differs from q's {}", name, to_string(d->dtype), to_string(q.dtype)));
+    TESSERA_RETURN_IF_ERROR(check_rank(*d, name, rank, rank));
+    TESSERA_RETURN_IF_ERROR(check_head_stride(*d, name));
+  }
+  const std::int64_t dim = q.shape[rank - 1], hq = q.shape[rank - 2], hkv = k.shape[rank - 2];
+  if (k.shape[rank - 1] != dim)
+    return Status::invalid_argument(fmt::format("k: head dim {} differs from q's {}", k.shape[rank - 1], dim));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(v, "v", k.shape, "k's shape"));
+  if (!varlen && k.shape[0] != q.shape[0])
+    return Status::invalid_argument(fmt::format("k: batch {} differs from q's {}", k.shape[0], q.shape[0]));
+  TESSERA_RETURN_IF_ERROR(check_groups(hq, hkv, "k"));
+  TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
+
+  const std::int64_t batch = varlen ? options.varlen_batch : q.shape[0];
+  const std::int64_t sq = q.shape[rank - 3], skv = k.shape[rank - 3];  // varlen: the totals
+  Strides mask_strides;
+  std::vector<TensorDesc> inputs{q, k, v};
+  if (options.mask) {
+    const TensorDesc& m = *options.mask;
+    if (varlen) return Status::invalid_argument("mask: not supported with variable lengths (varlen_batch > 0)");
+    TESSERA_RETURN_IF_ERROR(m.validate("mask"));
+    TESSERA_RETURN_IF_ERROR(check_float(m, "mask"));
+    const Shape full{batch, hq, sq, skv};
+    bool ok = m.rank() <= 4;
+    for (int i = 0; ok && i < m.rank(); ++i) ok = m.shape[i] == 1 || m.shape[i] == full[i + 4 - m.rank()];
+    if (!ok)
+      return Status::invalid_argument(fmt::format("mask: shape {} does not broadcast to [B, Hq, Sq, Skv] = {}", m.shape.to_string(), full.to_string()));
+    mask_strides = broadcast_strides(m, full);
+    inputs.push_back(m);
+  }
+  if (varlen) {
+    const TensorDesc cu = TensorDesc::contiguous(DType::i32, Shape{batch + 1});
+    inputs.push_back(cu);
+    inputs.push_back(cu);
+  }
+  TESSERA_RETURN_IF_ERROR(check_lse(options.lse, varlen ? Shape{hq, sq} : Shape{batch, hq, sq}));
+  std::vector<TensorDesc> outputs{o};
+  if (options.lse) outputs.push_back(*options.lse);
+
+  const std::int64_t group = hq / hkv;
+  const auto problem = make_problem(ctx, q.dtype, k.dtype, o.dtype, dim, varlen ? std::max<std::int64_t>(1, sq / std::max<std::int64_t>(1, batch)) : sq,
+                                    group, batch * hkv, varlen ? skv : skv, !varlen);
+  const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
+  const auto tiling = row->tiling(problem, ctx.hw());
+  const std::int64_t workspace = varlen ? 0 : split_workspace(tiling, batch * hkv, skv, sq * group, dim);
+  std::int64_t bytes = traffic_bytes({q, k, v, o});
+  if (options.mask) bytes = saturating_add(bytes, traffic_bytes({*options.mask}));
+  // Causal: about half the score matrix is visible.
+  const std::int64_t flops = attention_flops(hq, sq, varlen ? skv / std::max<std::int64_t>(1, batch) : batch * skv, dim) / (attrs.causal ? 2 : 1);
+  return PlanPtr(std::make_shared<AttentionPlan>(std::move(inputs), std::move(outputs), attrs, options, mask_strides, row,
+                                                 tiling, workspace, bytes, flops));
+}
+
+namespace {
+Status run_attention(Stream& stream, std::span<const Tensor> in, const Tensor& o, const AttentionAttrs& attrs) {
+  PlanKey key("attention", stream.context().isa());
+  for (const Tensor& t : in) key.add(t.desc());
+  key.add(o.desc()).add(attrs.scale).add(std::int64_t(attrs.causal));
+  AttentionOptions options;
+  if (in.size() == 4) options.mask = in[3].desc();
+  const Tensor out[] = {o};
+  return run_cached(stream, key, [&] { return Attention::plan(stream.context(), in[0].desc(), in[1].desc(), in[2].desc(), o.desc(), attrs, options); },
+                    in, out);
+}
+}  // namespace
+
+Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, const AttentionAttrs& attrs) {
+  const Tensor in[] = {q, k, v};
+  return run_attention(stream, in, o, attrs);
+}
+
+Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& o,
+                 const AttentionAttrs& attrs) {
+  const Tensor in[] = {q, k, v, mask};
+  return run_attention(stream, in, o, attrs);
+}
+
+// ------------------------------------------------------------------ paged
+
+namespace {
+
+class PagedAttentionPlan final : public Plan {
+ public:
+  PagedAttentionPlan(std::shared_ptr<const KvCache> cache, std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs,
+                     const AttentionAttrs& attrs, std::int64_t max_kv_len, const Row* row, kernels::AttentionTiling tiling,
+                     std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
+      : Plan(row->name, bytes, flops), cache_(std::move(cache)), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+        attrs_(attrs), max_kv_len_(max_kv_len), row_(row), tiling_(tiling), workspace_(workspace) {}
+
+  std::string_view op() const override { return "paged_attention"; }
+  std::int64_t workspace_bytes() const override { return workspace_; }
+
+  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+    static constexpr std::string_view kIn[] = {"q", "seq_ids"}, kOut[] = {"o", "lse"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, kIn));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, kOut));
+    for (std::size_t o = 0; o < out.size(); ++o)
+      for (std::size_t i = 0; i < in.size(); ++i) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], kIn[i], false));
+    if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
+    if (workspace_ > 0 && !workspace)
+      return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_));
+
+    const TensorDesc &q = inputs_[0], &o = outputs_[0];
+    const KvCacheConfig& c = cache_->config();
+    const std::int64_t batch = q.shape[0], sq = q.shape[1], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[2] / hkv;
+    const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
+    const auto* ids = in[1].data_as<const std::int32_t>();
+    std::vector<Unit> units;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t id_at = b * inputs_[1].strides[0];
+      const Result<std::int64_t> length = cache_->length(ids[id_at]);
+      if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
+      if (*length > max_kv_len_)
+        return Status::invalid_argument(fmt::format("seq_ids[{}]: sequence {} holds {} tokens, the plan was made for at most {}",
+                                                    b, ids[id_at], *length, max_kv_len_));
+      const std::int32_t* table = cache_->block_table(ids[id_at])->data();
+      for (std::int64_t h = 0; h < hkv; ++h) {
+        Unit u{};
+        kernels::AttentionArgs& a = u.args;
+        a.head_dim = dim;
+        a.group = group;
+        a.q_dtype = q.dtype;
+        a.q = at(in[0].data(), q.dtype, b * q.strides[0] + h * group * q.strides[2]);
+        a.q_pos_stride = q.strides[1];
+        a.q_head_stride = q.strides[2];
+        a.scale = resolve_scale(attrs_.scale, dim);
+        a.causal = attrs_.causal;
+        a.causal_offset = *length - sq;
+        const std::int64_t head = h * c.block_size;
+        a.kv = {.dtype = c.dtype,
+                .k = at(cache_->k_pool(), c.dtype, head * dim),
+                .v = at(cache_->v_pool(), c.dtype, head * dim),
+                .k_token_stride = dim,
+                .v_token_stride = dim,
+                .block_table = table,
+                .block_size = c.block_size,
+                .block_stride = hkv * c.block_size * dim,
+                .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
+                .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
+                .scale_block_stride = hkv * c.block_size};
+        kernels::AttentionOutput& w = u.out;
+        w.o_dtype = o.dtype;
+        w.o = at(out[0].data(), o.dtype, b * o.strides[0] + h * group * o.strides[2]);
+        w.o_pos_stride = o.strides[1];
+        w.o_head_stride = o.strides[2];
+        if (lse) {
+          w.lse = static_cast<float*>(out[1].data()) + b * lse->strides[0] + h * group * lse->strides[1];
+          w.lse_head_stride = lse->strides[1];
+          w.lse_pos_stride = lse->strides[2];
+        }
+        u.positions = sq;
+        u.kv_len = *length;
+        units.push_back(u);
+      }
+    }
+    return stream.submit(op(), [&] {
+      std::vector<Task> tasks;
+      std::vector<Merge> merges;
+      float* ws = static_cast<float*>(workspace);
+      for (const Unit& u : units) add_unit(u, tiling_, tasks, merges, ws);
+      execute(stream.context().pool(), *row_, tasks, merges);
+      return Status{};
+    });
+  }
+
+ private:
+  std::shared_ptr<const KvCache> cache_;
+  std::vector<TensorDesc> inputs_, outputs_;
+  AttentionAttrs attrs_;
+  std::int64_t max_kv_len_;
+  const Row* row_;
+  kernels::AttentionTiling tiling_;
+  std::int64_t workspace_;
+};
+
+}  // namespace
+
+Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
+                                     const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
+                                     const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse) {
+  if (!cache) return Status::invalid_argument("cache: no cache given");
+  TESSERA_RETURN_IF_ERROR(check_queries(q, o, 4));
+  const KvCacheConfig& c = cache->config();
+  const std::int64_t batch = q.shape[0], sq = q.shape[1], hq = q.shape[2], dim = q.shape[3];
+  if (dim != c.head_dim)
+    return Status::invalid_argument(fmt::format("q: head dim {} differs from the cache's head_dim {}", dim, c.head_dim));
+  TESSERA_RETURN_IF_ERROR(check_groups(hq, c.kv_heads, "the cache"));
+  TESSERA_RETURN_IF_ERROR(seq_ids.validate("seq_ids"));
+  if (seq_ids.dtype != DType::i32 || seq_ids.rank() != 1 || seq_ids.shape[0] != batch)
+    return Status::invalid_argument(fmt::format("seq_ids: {} is not i32 [B = {}]", seq_ids.to_string(), batch));
+  if (max_kv_len < 0) return Status::invalid_argument(fmt::format("max_kv_len: {} is negative", max_kv_len));
+  TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
+  TESSERA_RETURN_IF_ERROR(check_lse(lse, Shape{batch, hq, sq}));
+  std::vector<TensorDesc> outputs{o};
+  if (lse) outputs.push_back(*lse);
+
+  const std::int64_t group = hq / c.kv_heads;
+  const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, sq, group, batch * c.kv_heads, max_kv_len, true);
+  const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
+  const auto tiling = row->tiling(problem, ctx.hw());
+  const std::int64_t workspace = split_workspace(tiling, batch * c.kv_heads, max_kv_len, sq * group, dim);
+  const std::int64_t kv_bytes = saturating_mul(2 * batch * c.kv_heads * dim, saturating_mul(max_kv_len, bytes_of(c.dtype)));
+  const std::int64_t bytes = saturating_add(traffic_bytes({q, o}), kv_bytes);
+  const std::int64_t flops = attention_flops(batch * hq, sq, max_kv_len, dim);
+  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::vector<TensorDesc>{q, seq_ids}, std::move(outputs),
+                                                      attrs, max_kv_len, row, tiling, workspace, bytes, flops));
+}
+
+Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
+                       const Tensor& o, const AttentionAttrs& attrs) {
+  if (!cache) return Status::invalid_argument("cache: no cache given");
+  // The bucket: the longest sequence's length rounded up to a power of two (at least 64).
+  std::int64_t longest = 0;
+  if (seq_ids.dtype() == DType::i32 && seq_ids.rank() == 1 && seq_ids.data())
+    for (std::int64_t b = 0; b < seq_ids.dim(0); ++b)
+      if (auto n = cache->length(seq_ids.data_as<const std::int32_t>()[b * seq_ids.strides()[0]]); n.ok()) longest = std::max(longest, *n);
+  std::int64_t bucket = 64;
+  while (bucket < longest) bucket *= 2;
+  PlanKey key("paged_attention", stream.context().isa());
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get()))).add(q.desc()).add(seq_ids.desc()).add(o.desc());
+  key.add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal));
+  const Tensor in[] = {q, seq_ids}, out[] = {o};
+  return run_cached(stream, key, [&] { return PagedAttention::plan(stream.context(), cache, q.desc(), seq_ids.desc(), o.desc(), bucket, attrs); },
+                    in, out);
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,125 @@
+#include "tessera/ops/kv_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/element.hpp"
+
+namespace tessera::ops {
+
+using tessera::detail::load;
+using tessera::detail::store;
+
+Result<std::shared_ptr<KvCache>> KvCache::create(const KvCacheConfig& c) {
+  if (c.num_blocks <= 0 || c.num_blocks > INT32_MAX)
+    return Status::invalid_argument(fmt::format("num_blocks: {} is not in [1, 2^31)", c.num_blocks));
+  if (c.block_size != 16 && c.block_size != 32)
+    return Status::invalid_argument(fmt::format("block_size: {} is not 16 or 32", c.block_size));
+  if (c.kv_heads <= 0) return Status::invalid_argument(fmt::format("kv_heads: {} is not positive", c.kv_heads));
+  if (c.head_dim <= 0) return Status::invalid_argument(fmt::format("head_dim: {} is not positive", c.head_dim));
+  if (c.dtype != DType::f32 && c.dtype != DType::bf16 && c.dtype != DType::i8)
+    return Status::invalid_argument(fmt::format("dtype: {} is not f32, bf16 or i8", to_string(c.dtype)));
+  const Shape shape{c.num_blocks, c.kv_heads, c.block_size, c.head_dim};
+  TESSERA_ASSIGN_OR_RETURN(Tensor k, Tensor::empty(c.dtype, shape));
+  TESSERA_ASSIGN_OR_RETURN(Tensor v, Tensor::empty(c.dtype, shape));
+  std::shared_ptr<KvCache> cache(new KvCache(c, std::move(k), std::move(v)));
+  return cache;
+}
+
+KvCache::KvCache(const KvCacheConfig& config, Tensor k, Tensor v) : config_(config), k_(std::move(k)), v_(std::move(v)) {
+  if (config.dtype == DType::i8) {
+    const auto slots = std::size_t(config.num_blocks * config.kv_heads * config.block_size);
+    k_scales_.assign(slots, 0.0f);
+    v_scales_.assign(slots, 0.0f);
+  }
+  // Highest id on top: blocks are handed out in increasing order.
+  for (std::int64_t b = config.num_blocks - 1; b >= 0; --b) free_.push_back(std::int32_t(b));
+}
+
+std::int32_t KvCache::add_sequence() {
+  sequences_.emplace_back();
+  return std::int32_t(sequences_.size() - 1);
+}
+
+Result<const KvCache::Sequence*> KvCache::find(std::int32_t seq) const {
+  if (seq < 0 || std::size_t(seq) >= sequences_.size())
+    return Status::invalid_argument(fmt::format("seq: {} is not a sequence of this cache", seq));
+  if (!sequences_[std::size_t(seq)].live) return Status::invalid_argument(fmt::format("seq: {} was released", seq));
+  return &sequences_[std::size_t(seq)];
+}
+
+Result<std::int64_t> KvCache::length(std::int32_t seq) const {
+  TESSERA_ASSIGN_OR_RETURN(const Sequence* s, find(seq));
+  return s->length;
+}
+
+Result<std::span<const std::int32_t>> KvCache::block_table(std::int32_t seq) const {
+  TESSERA_ASSIGN_OR_RETURN(const Sequence* s, find(seq));
+  return std::span<const std::int32_t>(s->blocks);
+}
+
+Status KvCache::release(std::int32_t seq) {
+  TESSERA_RETURN_IF_ERROR(find(seq).status());
+  Sequence& s = sequences_[std::size_t(seq)];
+  // Reversed, so the sequence's first block is the next one handed out.
+  free_.insert(free_.end(), s.blocks.rbegin(), s.blocks.rend());
+  s = Sequence{.length = 0, .blocks = {}, .live = false};
+  return Status{};
+}
+
+Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
+  TESSERA_RETURN_IF_ERROR(find(seq).status());
+  const KvCacheConfig& c = config_;
+  const Shape expected{k.rank() == 3 ? k.dim(0) : 0, c.kv_heads, c.head_dim};
+  for (const auto& [t, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    if (!t->defined()) return Status::invalid_argument(fmt::format("{}: no tensor given", name));
+    if (t->dtype() != DType::f32 && t->dtype() != DType::bf16)
+      return Status::invalid_argument(fmt::format("{}: dtype {} is not f32 or bf16", name, to_string(t->dtype())));
+    if (t->shape() != expected)
+      return Status::invalid_argument(fmt::format("{}: shape {} is not [T, kv_heads = {}, head_dim = {}]{}", name,
+                                                  t->shape().to_string(), c.kv_heads, c.head_dim,
+                                                  name[0] == 'v' ? " matching k" : ""));
+  }
+  Sequence& s = sequences_[std::size_t(seq)];
+  const std::int64_t tokens = k.dim(0), bs = c.block_size;
+  const std::int64_t needed = (s.length + tokens + bs - 1) / bs - std::int64_t(s.blocks.size());
+  if (needed > free_blocks())
+    return Status::out_of_memory(fmt::format("kv cache: {} more blocks needed for {} tokens, {} free", needed,
+                                                  tokens, free_blocks()));
+  for (std::int64_t i = 0; i < needed; ++i) {
+    s.blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+  const std::int64_t dim = c.head_dim;
+  std::vector<float> row(static_cast<std::size_t>(dim));
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const std::int64_t pos = s.length + t, block = s.blocks[std::size_t(pos / bs)];
+    for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+      const std::int64_t slot = (block * c.kv_heads + h) * bs + pos % bs;
+      for (const auto& [src, dst, scales] : {std::tuple{&k, &k_, &k_scales_}, std::tuple{&v, &v_, &v_scales_}}) {
+        const std::int64_t at = t * src->strides()[0] + h * src->strides()[1];
+        float amax = 0.0f;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          row[std::size_t(d)] = load(src->data(), src->dtype(), at + d * src->strides()[2]);
+          amax = std::max(amax, std::fabs(row[std::size_t(d)]));
+        }
+        if (c.dtype != DType::i8) {
+          for (std::int64_t d = 0; d < dim; ++d) store(dst->data(), c.dtype, slot * dim + d, row[std::size_t(d)]);
+          continue;
+        }
+        // Symmetric int8, one scale per token and head; nearbyint rounds to nearest even.
+        const float scale = amax / 127.0f;
+        (*scales)[std::size_t(slot)] = scale;
+        auto* q = static_cast<std::int8_t*>(dst->data()) + slot * dim;
+        for (std::int64_t d = 0; d < dim; ++d)
+          q[d] = scale > 0.0f ? std::int8_t(std::clamp(std::nearbyint(row[std::size_t(d)] / scale), -127.0f, 127.0f)) : 0;
+      }
+    }
+  }
+  s.length += tokens;
+  return Status{};
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,1175 @@
+// Attention (flash-style, split-KV decode, variable lengths), the paged KV
+// cache and PagedAttention, each against a naive fp64 reference written here:
+// logits in double, softmax with the row maximum subtracted, a row that sees
+// no finite logit gives zeros and log-sum-exp -inf. Every ISA level the
+// machine has (IsaTest), f32 and bf16, GQA, causal, masks, strided views.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/element.hpp"
+#include "support/harness.hpp"
+#include "tessera/ops/attention.hpp"
+#include "tessera/ops/kv_cache.hpp"
+
+namespace tessera::testing {
+namespace {
+
+using ops::AttentionAttrs;
+using ops::AttentionOptions;
+using ops::KvCache;
+using ops::KvCacheConfig;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ------------------------------------------------------------------ tolerances
+
+// From compare.hpp's per-dtype table. f32: the longest sum at f32 precision
+// behind an element is the D-term dot product of a logit; the P·V sum is a
+// convex combination (its weights sum to 1), so its rounding does not grow
+// with Skv. Through bf16 (bf16 inputs, or a bf16 o): bf16 operands are exact
+// in f32 and every sum is still f32; the only bf16 roundings are of the
+// probabilities on their way into bf16 dot products (each weight off by at
+// most 2^-9 relative, weights summing to 1: at most 2^-9 · max|v| in o) and
+// of o itself (2^-9 relative) — so no growth term (reduction 1).
+Tolerance attention_tolerance(DType in, DType out, std::int64_t head_dim) {
+  if (in == DType::bf16 || out == DType::bf16) return tolerance_for(DType::bf16);
+  return tolerance_for(DType::f32, head_dim);
+}
+
+// int8 KV cache, against the reference on the f32 K/V that were appended
+// (|k|, |v| <= 1, |q| <= 2 in these tests). Symmetric per-token-and-head
+// int8 puts each stored element within half a step, max|x| / 254 <= 0.004, of
+// its value. V errors move o by at most that (o is a convex combination of V
+// rows). K errors move a logit by scale · Σ_d q_d e_d: random signs, std about
+// 0.003, worst case ~0.01, so each softmax weight moves by that relative
+// amount and o by at most about twice that (|v - o| <= 2). Worst case ~1.5e-2
+// of the output scale (max|v| = 1), typical ~1e-3: atol = rtol = 2e-2. The
+// errors are ~0.5 % of |o| in norm, so the cosine stays above 0.999.
+constexpr Tolerance kInt8CacheTolerance{.atol = 2e-2, .rtol = 2e-2, .min_cosine = 0.999};
+
+// ------------------------------------------------------------- fp64 reference
+
+// A strided 4-D view: element (i0, i1, i2, i3) at offset + Σ i·stride, read
+// from any float dtype and widened to double.
+struct View4 {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t offset = 0;
+  std::array<std::int64_t, 4> shape{}, stride{};
+  double at(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) const {
+    return detail::load(data, dtype, offset + a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3]);
+  }
+};
+
+View4 view4(const Tensor& t) {
+  View4 v{t.data(), t.dtype()};
+  for (int i = 0; i < 4; ++i) v.shape[i] = t.dim(i), v.stride[i] = t.strides()[i];
+  return v;
+}
+
+// Rows [start, start + len) of a rank-3 [T, H, D] tensor as a [1, len, H, D] view.
+View4 rows(const Tensor& t, std::int64_t start, std::int64_t len) {
+  View4 v{t.data(), t.dtype(), start * t.strides()[0]};
+  v.shape = {1, len, t.dim(1), t.dim(2)};
+  v.stride = {0, t.strides()[0], t.strides()[1], t.strides()[2]};
+  return v;
+}
+
+// Batch element b of a rank-4 view, as a batch of one.
+View4 batch(View4 v, std::int64_t b) {
+  v.offset += b * v.stride[0];
+  v.shape[0] = 1;
+  return v;
+}
+
+// Where the reference writes: f32, element (i0, i1, i2, i3) at offset + Σ i·stride.
+struct Sink {
+  float* data = nullptr;
+  std::int64_t offset = 0;
+  std::array<std::int64_t, 4> stride{};
+  float& at(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) const {
+    return data[offset + a * stride[0] + b * stride[1] + c * stride[2] + d * stride[3]];
+  }
+};
+
+// An f32 tensor of rank 3 or 4 (rank 3: the fourth index is ignored), from batch element b on.
+Sink sink(const Tensor& t, std::int64_t b = 0) {
+  Sink s{t.data_as<float>()};
+  for (int i = 0; i < t.rank(); ++i) s.stride[i] = t.strides()[i];
+  s.offset = b * s.stride[0];
+  return s;
+}
+
+double scale_of(const AttentionAttrs& attrs, std::int64_t head_dim) {
+  return attrs.scale == 0.0f ? 1.0 / std::sqrt(double(head_dim)) : double(attrs.scale);
+}
+
+// q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], mask (if any) [B, Hq, Sq, Skv]
+// (broadcast strides allowed); writes o [B, Sq, Hq, D] and lse [B, Hq, Sq].
+void reference(const View4& q, const View4& k, const View4& v, const View4* mask, double scale, bool causal,
+               const Sink& o, const Sink* lse) {
+  const std::int64_t nb = q.shape[0], sq = q.shape[1], hq = q.shape[2], d = q.shape[3];
+  const std::int64_t skv = k.shape[1], hkv = k.shape[2], group = hq / hkv;
+  std::vector<double> kk(skv * d), vv(skv * d), qq(d), logit(skv), acc(d);
+  for (std::int64_t b = 0; b < nb; ++b)
+    for (std::int64_t h = 0; h < hq; ++h) {
+      const std::int64_t kvh = h / group;
+      for (std::int64_t j = 0; j < skv; ++j)
+        for (std::int64_t e = 0; e < d; ++e) kk[j * d + e] = k.at(b, j, kvh, e), vv[j * d + e] = v.at(b, j, kvh, e);
+      for (std::int64_t i = 0; i < sq; ++i) {
+        for (std::int64_t e = 0; e < d; ++e) qq[e] = q.at(b, i, h, e);
+        double m = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < skv; ++j) {
+          if (causal && j > i + skv - sq) {
+            logit[j] = -std::numeric_limits<double>::infinity();
+            continue;
+          }
+          double s = 0;
+          for (std::int64_t e = 0; e < d; ++e) s += qq[e] * kk[j * d + e];
+          s *= scale;
+          if (mask) s += mask->at(b, h, i, j);
+          logit[j] = s;
+          m = std::max(m, s);
+        }
+        if (m == -std::numeric_limits<double>::infinity()) {  // sees no key: zeros, lse -inf
+          for (std::int64_t e = 0; e < d; ++e) o.at(b, i, h, e) = 0.0f;
+          if (lse) lse->at(b, h, i, 0) = -kInf;
+          continue;
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::int64_t j = 0; j < skv; ++j) {
+          const double p = std::exp(logit[j] - m);
+          if (p == 0.0) continue;
+          sum += p;
+          for (std::int64_t e = 0; e < d; ++e) acc[e] += p * vv[j * d + e];
+        }
+        for (std::int64_t e = 0; e < d; ++e) o.at(b, i, h, e) = float(acc[e] / sum);
+        if (lse) lse->at(b, h, i, 0) = float(m + std::log(sum));
+      }
+    }
+}
+
+// The reference for [B, S, H, D] operands: o f32 [B, Sq, Hq, D] and lse f32 [B, Hq, Sq].
+std::pair<Tensor, Tensor> reference_bshd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                                         const AttentionAttrs& attrs) {
+  const std::int64_t nb = q.dim(0), sq = q.dim(1), hq = q.dim(2), d = q.dim(3), skv = k.dim(1);
+  Tensor o = zeros(DType::f32, {nb, sq, hq, d}), lse = zeros(DType::f32, {nb, hq, sq});
+  Tensor expanded;
+  View4 mv;
+  if (mask) {
+    expanded = value_or_die(mask->expand({nb, hq, sq, skv}));
+    mv = view4(expanded);
+  }
+  const Sink lse_sink = sink(lse);
+  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink);
+  return {o, lse};
+}
+
+// ------------------------------------------------------------------- helpers
+
+void fill_nan(const Tensor& contiguous) {
+  for (std::int64_t i = 0; i < contiguous.numel(); ++i) detail::store(contiguous.data(), contiguous.dtype(), i, kNaN);
+}
+
+// An output that the op must overwrite everywhere: NaN until then.
+Tensor nan_tensor(DType dt, const Shape& shape) {
+  Tensor t = value_or_die(Tensor::empty(dt, shape));
+  fill_nan(t);
+  return t;
+}
+
+// [B, S, H, D]; with `bhsd`, a [B, H, S, D] tensor viewed as [B, S, H, D].
+Tensor bshd(DType dt, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d, bool bhsd, std::uint64_t seed,
+            float lo = -1.0f, float hi = 1.0f) {
+  if (!bhsd) return random_tensor(dt, {b, s, h, d}, seed, lo, hi);
+  return value_or_die(random_tensor(dt, {b, h, s, d}, seed, lo, hi).permute({0, 2, 1, 3}));
+}
+
+Tensor nan_bshd(DType dt, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d, bool bhsd) {
+  if (!bhsd) return nan_tensor(dt, {b, s, h, d});
+  return value_or_die(nan_tensor(dt, {b, h, s, d}).permute({0, 2, 1, 3}));
+}
+
+Tensor i32_tensor(const std::vector<std::int32_t>& values) {
+  Tensor t = zeros(DType::i32, {std::int64_t(values.size())});
+  std::copy(values.begin(), values.end(), t.data_as<std::int32_t>());
+  return t;
+}
+
+Tensor rows_of(const Tensor& t, std::int64_t start, std::int64_t end) { return value_or_die(t.slice(0, start, end)); }
+
+// Runs a plan, giving it the workspace it asks for from the context's pool.
+Status run_plan(Context& ctx, Stream& stream, const ops::Plan& plan, const std::vector<Tensor>& inputs,
+                const std::vector<Tensor>& outputs) {
+  MemoryPool::Block workspace;
+  if (plan.workspace_bytes() > 0) {
+    Result<MemoryPool::Block> block = ctx.memory().allocate(plan.workspace_bytes());
+    if (!block.ok()) return block.status();
+    workspace = std::move(block).value();
+  }
+  return plan.run(stream, std::span<const Tensor>(inputs), std::span<const Tensor>(outputs), workspace.data());
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// An error whose message contains `word` (any case).
+::testing::AssertionResult fails_mentioning(const Status& s, std::string_view word) {
+  if (s.ok()) return ::testing::AssertionFailure() << "expected an error mentioning '" << word << "', got ok";
+  if (lower(s.message()).find(lower(std::string(word))) == std::string::npos)
+    return ::testing::AssertionFailure() << "error does not mention '" << word << "': " << s.to_string();
+  return ::testing::AssertionSuccess();
+}
+template <class T>
+::testing::AssertionResult fails_mentioning(const Result<T>& r, std::string_view word) {
+  return fails_mentioning(r.status(), word);
+}
+
+// An error naming one of `names` (where either argument may fairly be blamed).
+template <class T>
+::testing::AssertionResult fails_naming_one_of(const Result<T>& r, std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names)
+    if (fails_naming(r, n)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "error names none of the expected arguments: "
+                                       << (r.ok() ? std::string("ok") : r.status().to_string());
+}
+
+// ------------------------------------------------------------ Attention op
+
+enum class MaskKind { none, full, padding, rows_cols_bf16 };
+
+struct Case {
+  std::int64_t b = 1, sq = 1, skv = 1, hq = 1, hkv = 1, d = 64;
+  DType in = DType::f32, out = DType::f32;
+  bool causal = false;
+  float scale = 0.0f;
+  MaskKind mask = MaskKind::none;
+  bool bhsd = false;       // q, k, v and o are [B, H, S, D] tensors passed as permuted views
+  bool padded_kv = false;  // k and v with gaps between rows
+  bool lse = true;
+  std::uint64_t seed = 1;
+
+  std::string name() const {
+    return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} out={} causal={} scale={} mask={} bhsd={} "
+                       "padded_kv={} lse={} seed={}",
+                       b, sq, skv, hq, hkv, d, to_string(in), to_string(out), causal, scale, int(mask), bhsd, padded_kv, lse,
+                       seed);
+  }
+};
+
+// Additive f32 [B, Hq, Sq, Skv]: values in [-3, 0) and a scatter of -inf.
+Tensor full_mask(std::int64_t b, std::int64_t hq, std::int64_t sq, std::int64_t skv, std::uint64_t seed) {
+  Tensor m = random_tensor(DType::f32, {b, hq, sq, skv}, seed, -3.0f, 0.0f);
+  float* p = m.data_as<float>();
+  for (std::int64_t n = 0; n < b * hq; ++n)
+    for (std::int64_t i = 0; i < sq; ++i)
+      for (std::int64_t j = 0; j < skv; ++j)
+        if ((i * 7 + j * 3 + n) % 11 == 0) p[(n * sq + i) * skv + j] = -kInf;
+  return m;
+}
+
+// Key padding [B, 1, 1, Skv]: batch element n keeps its first max(1, Skv - 5 (n + 1)) keys.
+Tensor padding_mask(std::int64_t b, std::int64_t skv) {
+  Tensor m = zeros(DType::f32, {b, 1, 1, skv});
+  for (std::int64_t n = 0; n < b; ++n)
+    for (std::int64_t j = std::max<std::int64_t>(1, skv - 5 * (n + 1)); j < skv; ++j) m.data_as<float>()[n * skv + j] = -kInf;
+  return m;
+}
+
+class AttentionTest : public IsaTest {
+ protected:
+  // Plans and runs Attention, then compares o (and lse) with the fp64
+  // reference. References are memoized by `memo_key` (when given) across ISA
+  // levels: the inputs are the same, only the kernel changes.
+  void run_and_compare(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask, const Tensor& o,
+                       const Tensor* lse, const AttentionAttrs& attrs, const std::string& memo_key = {}) {
+    AttentionOptions options;
+    if (mask) options.mask = mask->desc();
+    if (lse) options.lse = lse->desc();
+    Result<ops::PlanPtr> plan = ops::Attention::plan(ctx_, q.desc(), k.desc(), v.desc(), o.desc(), attrs, options);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    SCOPED_TRACE(fmt::format("kernel {}", (*plan)->kernel()));
+    std::vector<Tensor> inputs = {q, k, v}, outputs = {o};
+    if (mask) inputs.push_back(*mask);
+    if (lse) outputs.push_back(*lse);
+    const Status s = run_plan(ctx_, stream_, **plan, inputs, outputs);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+
+    static std::map<std::string, std::pair<Tensor, Tensor>> memo;
+    std::pair<Tensor, Tensor> ref;
+    if (auto it = memo.find(memo_key); !memo_key.empty() && it != memo.end()) {
+      ref = it->second;
+    } else {
+      ref = reference_bshd(q, k, v, mask, attrs);
+      if (!memo_key.empty()) memo.emplace(memo_key, ref);
+    }
+    const Tolerance tol = attention_tolerance(q.dtype(), o.dtype(), q.dim(3));
+    EXPECT_TRUE(close(o, ref.first, tol)) << "o";
+    if (lse) {
+      EXPECT_TRUE(close(*lse, ref.second, tol)) << "lse";
+    }
+  }
+
+  void check(const Case& c) {
+    SCOPED_TRACE(c.name());
+    const Tensor q = bshd(c.in, c.b, c.sq, c.hq, c.d, c.bhsd, c.seed, -2.0f, 2.0f);
+    Tensor k = bshd(c.in, c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 1, -2.0f, 2.0f);
+    Tensor v = bshd(c.in, c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 2);
+    if (c.padded_kv) k = padded_copy(k), v = padded_copy(v);
+    const Tensor o = nan_bshd(c.out, c.b, c.sq, c.hq, c.d, c.bhsd);
+    const Tensor lse = nan_tensor(DType::f32, {c.b, c.hq, c.sq});
+    Tensor mask;
+    switch (c.mask) {
+      case MaskKind::none: break;
+      case MaskKind::full: mask = full_mask(c.b, c.hq, c.sq, c.skv, c.seed + 3); break;
+      case MaskKind::padding: mask = padding_mask(c.b, c.skv); break;
+      case MaskKind::rows_cols_bf16: mask = random_tensor(DType::bf16, {c.sq, c.skv}, c.seed + 3, -2.0f, 2.0f); break;
+    }
+    run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr,
+                    {.scale = c.scale, .causal = c.causal}, c.name());
+  }
+};
+
+TEST_P(AttentionTest, HeadDimsShapesAndDtypes) {
+  // GQA ratios 1, 4, 8; Sq = 1; lengths that are no multiple of any block;
+  // Sq < Skv. Every head dim meets every shape and every (dtype, causal)
+  // combination, cycling so that the cost stays small.
+  struct Dims5 {
+    std::int64_t b, sq, skv, hq, hkv;
+  };
+  const Dims5 shapes[] = {{1, 1, 37, 4, 4}, {2, 37, 37, 8, 2}, {1, 131, 131, 8, 1}, {2, 17, 131, 4, 4}};
+  const std::int64_t head_dims[] = {8, 33, 64, 80, 96, 128, 256};
+  struct Combo {
+    DType in, out;
+    bool causal;
+  };
+  const Combo combos[] = {{DType::f32, DType::f32, false},
+                          {DType::f32, DType::f32, true},
+                          {DType::bf16, DType::bf16, true},
+                          {DType::bf16, DType::f32, false}};
+  for (std::size_t di = 0; di < std::size(head_dims); ++di)
+    for (std::size_t si = 0; si < std::size(shapes); ++si) {
+      const Dims5& s = shapes[si];
+      const Combo& m = combos[(di + si) % std::size(combos)];
+      check({.b = s.b, .sq = s.sq, .skv = s.skv, .hq = s.hq, .hkv = s.hkv, .d = head_dims[di], .in = m.in, .out = m.out,
+             .causal = m.causal, .seed = 10 + di * 8 + si});
+    }
+}
+
+TEST_P(AttentionTest, DecodeShapesSplitKv) {
+  // Sq <= 8 against short and long Skv: the split-KV kernel where Skv is long,
+  // with a single sequence (B = 1) so that the keys must be split across cores.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t sq : {1, 4, 8})
+      for (std::int64_t skv : {1, 100, 2048})
+        check({.b = skv == 2048 ? 1 : 2, .sq = sq, .skv = skv, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt,
+               .causal = true, .seed = std::uint64_t(100 + sq * 10 + skv)});
+  // Not causal; 32 query heads on 4 kv heads at D = 64 with a bf16 o from f32 inputs; B = 3, GQA 8, D = 80.
+  check({.b = 1, .sq = 4, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .seed = 200});
+  check({.b = 1, .sq = 1, .skv = 2048, .hq = 32, .hkv = 4, .d = 64, .out = DType::bf16, .causal = true, .seed = 201});
+  check({.b = 3, .sq = 1, .skv = 1000, .hq = 8, .hkv = 1, .d = 80, .causal = true, .lse = false, .seed = 202});
+}
+
+TEST_P(AttentionTest, AdditiveMasks) {
+  // Full [B, Hq, Sq, Skv] f32 with -inf entries, key padding [B, 1, 1, Skv]
+  // with -inf, and a bf16 [Sq, Skv] mask broadcast over batch and heads; with
+  // and without causal, Sq == Skv and Sq < Skv.
+  std::uint64_t seed = 300;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool causal : {false, true})
+      for (auto [sq, skv] : {std::pair<std::int64_t, std::int64_t>{19, 19}, {7, 45}})
+        for (MaskKind m : {MaskKind::full, MaskKind::padding, MaskKind::rows_cols_bf16})
+          check({.b = 2, .sq = sq, .skv = skv, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = causal, .mask = m,
+                 .seed = seed++});
+  // A decode shape with key padding (split-KV with a mask).
+  check({.b = 2, .sq = 1, .skv = 1500, .hq = 8, .hkv = 2, .d = 128, .mask = MaskKind::padding, .seed = 320});
+}
+
+TEST_P(AttentionTest, FullyMaskedRowsGiveZerosAndMinusInfinity) {
+  const std::int64_t nb = 2, sq = 6, skv = 9, hq = 4, hkv = 2, d = 64;
+  const Tensor q = random_tensor(DType::f32, {nb, sq, hq, d}, 400, -2.0f, 2.0f);
+  const Tensor k = random_tensor(DType::f32, {nb, skv, hkv, d}, 401, -2.0f, 2.0f);
+  const Tensor v = random_tensor(DType::f32, {nb, skv, hkv, d}, 402);
+  auto expect_empty_row = [&](const Tensor& o, const Tensor& lse, std::int64_t b, std::int64_t h, std::int64_t i) {
+    for (std::int64_t e = 0; e < d; ++e) EXPECT_EQ(o.data_as<float>()[((b * o.dim(1) + i) * hq + h) * d + e], 0.0f);
+    EXPECT_EQ(lse.data_as<float>()[(b * hq + h) * lse.dim(2) + i], -kInf) << b << "," << h << "," << i;
+  };
+  {
+    // Full mask: one query row of (b 0, head 1) and one of (b 1, head 3) all -inf.
+    Tensor mask = random_tensor(DType::f32, {nb, hq, sq, skv}, 403, -1.0f, 0.0f);
+    for (std::int64_t j = 0; j < skv; ++j) {
+      mask.data_as<float>()[((0 * hq + 1) * sq + 2) * skv + j] = -kInf;
+      mask.data_as<float>()[((1 * hq + 3) * sq + 5) * skv + j] = -kInf;
+    }
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(fmt::format("full mask causal={}", causal));
+      const Tensor o = nan_tensor(DType::f32, {nb, sq, hq, d}), lse = nan_tensor(DType::f32, {nb, hq, sq});
+      run_and_compare(q, k, v, &mask, o, &lse, {.causal = causal});
+      expect_empty_row(o, lse, 0, 1, 2);
+      expect_empty_row(o, lse, 1, 3, 5);
+    }
+  }
+  {
+    // Key padding that masks every key of batch element 1.
+    Tensor mask = zeros(DType::f32, {nb, 1, 1, skv});
+    for (std::int64_t j = 0; j < skv; ++j) mask.data_as<float>()[skv + j] = -kInf;
+    SCOPED_TRACE("batch element fully padded");
+    const Tensor o = nan_tensor(DType::f32, {nb, sq, hq, d}), lse = nan_tensor(DType::f32, {nb, hq, sq});
+    run_and_compare(q, k, v, &mask, o, &lse, {});
+    for (std::int64_t h = 0; h < hq; ++h)
+      for (std::int64_t i = 0; i < sq; ++i) expect_empty_row(o, lse, 1, h, i);
+  }
+  {
+    // Causal with more queries than keys: query i sees keys j <= i + Skv - Sq,
+    // so the first Sq - Skv queries see none.
+    const std::int64_t few = 3;
+    const Tensor kf = value_or_die(k.slice(1, 0, few)), vf = value_or_die(v.slice(1, 0, few));
+    for (DType out : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(fmt::format("causal Sq={} > Skv={} o {}", sq, few, to_string(out)));
+      const Tensor o = nan_tensor(out, {nb, sq, hq, d}), lse = nan_tensor(DType::f32, {nb, hq, sq});
+      run_and_compare(q, kf, vf, nullptr, o, &lse, {.causal = true});
+      if (out == DType::f32)
+        for (std::int64_t b = 0; b < nb; ++b)
+          for (std::int64_t h = 0; h < hq; ++h)
+            for (std::int64_t i = 0; i < sq - few; ++i) expect_empty_row(o, lse, b, h, i);
+    }
+  }
+}
+
+TEST_P(AttentionTest, PermutedAndStridedViews) {
+  // [B, H, S, D] storage passed as permuted views (q, k, v and o), K/V with
+  // gaps between rows, and a bf16 o from f32 inputs.
+  std::uint64_t seed = 500;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool causal : {false, true}) {
+      check({.b = 2, .sq = 33, .skv = 33, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = causal, .bhsd = true,
+             .seed = seed++});
+      check({.b = 1, .sq = 5, .skv = 70, .hq = 4, .hkv = 4, .d = 128, .in = dt, .out = DType::f32, .causal = causal,
+             .bhsd = true, .padded_kv = true, .seed = seed++});
+      check({.b = 2, .sq = 20, .skv = 29, .hq = 4, .hkv = 1, .d = 96, .in = dt, .out = dt, .causal = causal,
+             .mask = MaskKind::padding, .padded_kv = true, .seed = seed++});
+    }
+  check({.b = 2, .sq = 21, .skv = 21, .hq = 4, .hkv = 2, .d = 64, .out = DType::bf16, .causal = true, .seed = seed++});
+  check({.b = 1, .sq = 1, .skv = 300, .hq = 8, .hkv = 2, .d = 128, .out = DType::bf16, .bhsd = true, .seed = seed++});
+}
+
+TEST_P(AttentionTest, CustomScaleAndOptionalLse) {
+  std::uint64_t seed = 600;
+  for (float scale : {0.3f, 0.02f, 1.0f})
+    for (DType dt : {DType::f32, DType::bf16})
+      check({.b = 2, .sq = 13, .skv = 40, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .scale = scale,
+             .seed = seed++});
+  // Without the lse output, prefill and decode.
+  check({.b = 2, .sq = 37, .skv = 37, .hq = 8, .hkv = 2, .d = 128, .causal = true, .lse = false, .seed = seed++});
+  check({.b = 1, .sq = 1, .skv = 777, .hq = 8, .hkv = 8, .d = 64, .scale = 0.5f, .lse = false, .seed = seed++});
+}
+
+TEST_P(AttentionTest, VariableLengths) {
+  // (q length, kv length) per sequence, back to back: a zero-length
+  // sequence, Sq < Skv (bottom-right aligned when causal), and queries with
+  // no keys at all (zeros, lse -inf).
+  const std::vector<std::pair<std::int32_t, std::int32_t>> seqs = {{5, 5}, {0, 0}, {3, 40}, {17, 17}, {2, 0}, {1, 9}, {33, 70}};
+  const std::int64_t hq = 8, hkv = 2, d = 64, n = std::int64_t(seqs.size());
+  std::vector<std::int32_t> cu_q = {0}, cu_kv = {0};
+  for (auto [lq, lkv] : seqs) cu_q.push_back(cu_q.back() + lq), cu_kv.push_back(cu_kv.back() + lkv);
+  const std::int64_t total_q = cu_q.back(), total_kv = cu_kv.back();
+  const Tensor cu_q_t = i32_tensor(cu_q), cu_kv_t = i32_tensor(cu_kv);
+  std::uint64_t seed = 700;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} causal={}", to_string(dt), causal));
+      const Tensor q = random_tensor(dt, {total_q, hq, d}, seed++, -2.0f, 2.0f);
+      const Tensor k = random_tensor(dt, {total_kv, hkv, d}, seed++, -2.0f, 2.0f);
+      const Tensor v = random_tensor(dt, {total_kv, hkv, d}, seed++);
+      const Tensor o = nan_tensor(dt, {total_q, hq, d}), lse = nan_tensor(DType::f32, {hq, total_q});
+      AttentionOptions options;
+      options.varlen_batch = n;
+      options.lse = lse.desc();
+      const AttentionAttrs attrs{.causal = causal};
+      Result<ops::PlanPtr> plan = ops::Attention::plan(ctx_, q.desc(), k.desc(), v.desc(), o.desc(), attrs, options);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      SCOPED_TRACE(fmt::format("kernel {}", (*plan)->kernel()));
+      const Status s = run_plan(ctx_, stream_, **plan, {q, k, v, cu_q_t, cu_kv_t}, {o, lse});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+
+      Tensor o_ref = zeros(DType::f32, {total_q, hq, d}), lse_ref = zeros(DType::f32, {hq, total_q});
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t q0 = cu_q[i], lq = cu_q[i + 1] - q0, k0 = cu_kv[i], lkv = cu_kv[i + 1] - k0;
+        const Sink os{o_ref.data_as<float>(), q0 * hq * d, {0, hq * d, d, 1}};
+        const Sink ls{lse_ref.data_as<float>(), q0, {0, total_q, 1, 0}};  // (0, h, i) -> h * total_q + q0 + i
+        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls);
+      }
+      const Tolerance tol = attention_tolerance(dt, dt, d);
+      EXPECT_TRUE(close(o, o_ref, tol)) << "o";
+      EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse";
+      // The queries of the sequence with no keys: zeros and -inf.
+      const std::int64_t empty_q0 = cu_q[4];
+      for (std::int64_t h = 0; h < hq; ++h) EXPECT_EQ(lse.data_as<float>()[h * total_q + empty_q0], -kInf);
+    }
+}
+
+TEST_P(AttentionTest, OneShotFunctions) {
+  std::uint64_t seed = 800;
+  // Without a mask: prefill (causal, GQA) and a decode shape (split-KV,
+  // workspace from the pool); each shape twice with new values, the second
+  // time through the context's plan cache.
+  for (auto [sq, skv] : {std::pair<std::int64_t, std::int64_t>{33, 33}, {1, 1000}, {4, 50}})
+    for (int repeat = 0; repeat < 2; ++repeat)
+      for (DType dt : {DType::f32, DType::bf16}) {
+        SCOPED_TRACE(fmt::format("{} Sq={} Skv={} repeat {}", to_string(dt), sq, skv, repeat));
+        const Tensor q = random_tensor(dt, {2, sq, 8, 64}, seed++, -2.0f, 2.0f);
+        const Tensor k = random_tensor(dt, {2, skv, 2, 64}, seed++, -2.0f, 2.0f);
+        const Tensor v = random_tensor(dt, {2, skv, 2, 64}, seed++);
+        const Tensor o = nan_tensor(dt, {2, sq, 8, 64});
+        const AttentionAttrs attrs{.causal = true};
+        const Status s = ops::attention(stream_, q, k, v, o, attrs);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        EXPECT_TRUE(close(o, reference_bshd(q, k, v, nullptr, attrs).first, attention_tolerance(dt, dt, 64)));
+      }
+  // With a mask, on [B, H, S, D] views, custom scale.
+  for (MaskKind kind : {MaskKind::full, MaskKind::padding}) {
+    SCOPED_TRACE(fmt::format("mask {}", int(kind)));
+    const Tensor q = bshd(DType::f32, 2, 11, 4, 80, true, seed++, -2.0f, 2.0f);
+    const Tensor k = bshd(DType::f32, 2, 23, 2, 80, true, seed++, -2.0f, 2.0f);
+    const Tensor v = bshd(DType::f32, 2, 23, 2, 80, true, seed++);
+    const Tensor mask = kind == MaskKind::full ? full_mask(2, 4, 11, 23, seed++) : padding_mask(2, 23);
+    const Tensor o = nan_bshd(DType::f32, 2, 11, 4, 80, true);
+    const AttentionAttrs attrs{.scale = 0.2f, .causal = kind == MaskKind::padding};
+    const Status s = ops::attention(stream_, q, k, v, mask, o, attrs);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(close(o, reference_bshd(q, k, v, &mask, attrs).first, attention_tolerance(DType::f32, DType::f32, 80)));
+  }
+}
+
+TEST_P(AttentionTest, LargePrefill) {
+  // One larger case: a 300-token causal prefill (many key blocks, a ragged
+  // last one), 8 query heads on 2 kv heads, D = 128, f32 and bf16.
+  check({.b = 1, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 128, .causal = true, .seed = 900});
+  check({.b = 1, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 128, .in = DType::bf16, .out = DType::bf16, .causal = true,
+         .seed = 901});
+}
+
+TEST_P(AttentionTest, PlanWithWorkspaceRejectsRunWithout) {
+  // A split-KV plan that asks for a workspace says so when run without one.
+  const Tensor q = random_tensor(DType::f32, {1, 1, 8, 128}, 950), k = random_tensor(DType::f32, {1, 4096, 2, 128}, 951);
+  const Tensor o = zeros(DType::f32, {1, 1, 8, 128});
+  const ops::PlanPtr plan = value_or_die(ops::Attention::plan(ctx_, q.desc(), k.desc(), k.desc(), o.desc()));
+  if (plan->workspace_bytes() == 0) GTEST_SKIP() << plan->kernel() << " needs no workspace";
+  EXPECT_TRUE(fails_naming(plan->run(stream_, {q, k, k}, {o}), "workspace"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, AttentionTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+// ------------------------------------------------------------------ KvCache
+
+// Token t, head h, feature e of a sequence with block table `table` as stored
+// in the K (or V) pool, at the documented offsets; int8 dequantized with its scale.
+float stored(const KvCache& cache, bool value_pool, const std::vector<std::int32_t>& table, std::int64_t t, std::int64_t h,
+             std::int64_t e) {
+  const KvCacheConfig& c = cache.config();
+  const std::int64_t row = (std::int64_t(table[t / c.block_size]) * c.kv_heads + h) * c.block_size + t % c.block_size;
+  const void* pool = value_pool ? cache.v_pool() : cache.k_pool();
+  if (c.dtype == DType::i8) {
+    const float* scales = value_pool ? cache.v_scales() : cache.k_scales();
+    return float(static_cast<const std::int8_t*>(pool)[row * c.head_dim + e]) * scales[row];
+  }
+  return detail::load(pool, c.dtype, row * c.head_dim + e);
+}
+
+float element3(const Tensor& t, std::int64_t i, std::int64_t j, std::int64_t e) {
+  return detail::load(t.data(), t.dtype(), i * t.strides()[0] + j * t.strides()[1] + e * t.strides()[2]);
+}
+
+std::vector<std::int32_t> table_of(const KvCache& cache, std::int32_t seq) {
+  const std::span<const std::int32_t> t = value_or_die(cache.block_table(seq));
+  return {t.begin(), t.end()};
+}
+
+// Checks that the pool holds `src` (k or v, [L, Hkv, D]) for the sequence:
+// f32 exactly, bf16 rounded to nearest even, int8 within half a step of a
+// per-token-and-head scale max|x| / 127.
+void expect_stored(const KvCache& cache, std::int32_t seq, bool value_pool, const Tensor& src) {
+  const KvCacheConfig& c = cache.config();
+  const std::vector<std::int32_t> table = table_of(cache, seq);
+  ASSERT_EQ(value_or_die(cache.length(seq)), src.dim(0));
+  std::int64_t mismatches = 0;
+  std::string first;
+  for (std::int64_t t = 0; t < src.dim(0); ++t)
+    for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+      float max_abs = 0;
+      for (std::int64_t e = 0; e < c.head_dim; ++e) max_abs = std::max(max_abs, std::fabs(element3(src, t, h, e)));
+      for (std::int64_t e = 0; e < c.head_dim; ++e) {
+        const float x = element3(src, t, h, e), got = stored(cache, value_pool, table, t, h, e);
+        bool ok;
+        if (c.dtype == DType::f32) {
+          ok = got == x;
+        } else if (c.dtype == DType::bf16) {
+          ok = got == bf16_to_f32(f32_to_bf16(x));
+        } else {
+          const float step = max_abs / 127.0f;
+          ok = std::fabs(got - x) <= 0.5f * step * 1.0001f + 1e-7f;
+        }
+        if (!ok && mismatches++ == 0) first = fmt::format("token {} head {} feature {}: stored {} for {}", t, h, e, got, x);
+      }
+      if (c.dtype == DType::i8) {
+        const float* scales = value_pool ? cache.v_scales() : cache.k_scales();
+        const std::int64_t row = (std::int64_t(table[t / c.block_size]) * c.kv_heads + h) * c.block_size + t % c.block_size;
+        if (std::fabs(scales[row] - max_abs / 127.0f) > 1e-6f * max_abs && mismatches++ == 0)
+          first = fmt::format("token {} head {}: scale {} for max|x| {}", t, h, scales[row], max_abs);
+      }
+    }
+  EXPECT_EQ(mismatches, 0) << (value_pool ? "v: " : "k: ") << first;
+}
+
+TEST(KvCacheTest, AppendGrowsLengthAndBlockTable) {
+  for (DType dt : {DType::f32, DType::bf16, DType::i8})
+    for (std::int64_t bs : {16, 32}) {
+      SCOPED_TRACE(fmt::format("{} block_size {}", to_string(dt), bs));
+      const std::int64_t blocks = 10;
+      auto cache = value_or_die(
+          KvCache::create({.num_blocks = blocks, .block_size = bs, .kv_heads = 2, .head_dim = 64, .dtype = dt}));
+      EXPECT_EQ(cache->config().block_size, bs);
+      EXPECT_EQ(cache->config().dtype, dt);
+      EXPECT_EQ(cache->free_blocks(), blocks);
+      const std::int32_t a = cache->add_sequence(), other = cache->add_sequence();
+      EXPECT_NE(a, other);
+      EXPECT_EQ(value_or_die(cache->length(a)), 0);
+      EXPECT_TRUE(table_of(*cache, a).empty());
+      const Tensor k = random_tensor(DType::f32, {80, 2, 64}, 1), v = random_tensor(DType::f32, {80, 2, 64}, 2);
+      std::int64_t len = 0;
+      // 5, 6, 7, 16, 17, 33, 34, 64, 80: on and across block boundaries.
+      for (std::int64_t t : {5, 1, 1, 9, 1, 16, 1, 30, 16}) {
+        const Status s = cache->append(a, rows_of(k, len, len + t), rows_of(v, len, len + t));
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        len += t;
+        EXPECT_EQ(value_or_die(cache->length(a)), len);
+        const std::vector<std::int32_t> table = table_of(*cache, a);
+        EXPECT_EQ(std::int64_t(table.size()), (len + bs - 1) / bs) << "len " << len;
+        EXPECT_EQ(std::set<std::int32_t>(table.begin(), table.end()).size(), table.size()) << "blocks repeat";
+        for (std::int32_t b : table) EXPECT_TRUE(b >= 0 && b < blocks) << b;
+        EXPECT_EQ(cache->free_blocks(), blocks - std::int64_t(table.size()));
+      }
+      EXPECT_EQ(value_or_die(cache->length(other)), 0);
+      expect_stored(*cache, a, false, k);
+      expect_stored(*cache, a, true, v);
+    }
+}
+
+TEST(KvCacheTest, StoresTokensInTheDocumentedLayout) {
+  // Two sequences appended alternately (their blocks interleave in the pool),
+  // K/V given as [H, T, D] tensors viewed as [T, H, D] (any strides), f32 and bf16 sources.
+  for (DType dt : {DType::f32, DType::bf16, DType::i8})
+    for (DType src : {DType::f32, DType::bf16})
+      for (std::int64_t bs : {16, 32}) {
+        SCOPED_TRACE(fmt::format("cache {} source {} block_size {}", to_string(dt), to_string(src), bs));
+        auto cache = value_or_die(
+            KvCache::create({.num_blocks = 12, .block_size = bs, .kv_heads = 3, .head_dim = 40, .dtype = dt}));
+        const std::int64_t len[2] = {45, 21};
+        std::int32_t id[2];
+        Tensor k[2], v[2];
+        for (int s = 0; s < 2; ++s) {
+          id[s] = cache->add_sequence();
+          k[s] = value_or_die(random_tensor(src, {3, len[s], 40}, 10 + s, -1.5f, 1.5f).permute({1, 0, 2}));
+          v[s] = value_or_die(random_tensor(src, {3, len[s], 40}, 20 + s, -0.5f, 0.5f).permute({1, 0, 2}));
+        }
+        std::int64_t done[2] = {0, 0};
+        while (done[0] < len[0] || done[1] < len[1])
+          for (int s = 0; s < 2; ++s) {
+            const std::int64_t t = std::min<std::int64_t>(len[s] - done[s], s == 0 ? 7 : 5);
+            if (t == 0) continue;
+            const Status st = cache->append(id[s], rows_of(k[s], done[s], done[s] + t), rows_of(v[s], done[s], done[s] + t));
+            ASSERT_TRUE(st.ok()) << st.to_string();
+            done[s] += t;
+          }
+        for (int s = 0; s < 2; ++s) {
+          expect_stored(*cache, id[s], false, k[s]);
+          expect_stored(*cache, id[s], true, v[s]);
+        }
+      }
+}
+
+TEST(KvCacheTest, ReleaseReturnsBlocksForReuse) {
+  auto cache = value_or_die(KvCache::create({.num_blocks = 8, .block_size = 16, .kv_heads = 2, .head_dim = 32}));
+  const Tensor ka = random_tensor(DType::f32, {40, 2, 32}, 1), kb = random_tensor(DType::f32, {20, 2, 32}, 2);
+  const Tensor kc = random_tensor(DType::f32, {48, 2, 32}, 3);
+  const std::int32_t a = cache->add_sequence(), b = cache->add_sequence();
+  ASSERT_TRUE(cache->append(a, ka, ka).ok());
+  ASSERT_TRUE(cache->append(b, kb, kb).ok());
+  EXPECT_EQ(cache->free_blocks(), 8 - 3 - 2);
+  const std::vector<std::int32_t> a_blocks = table_of(*cache, a);
+
+  ASSERT_TRUE(cache->release(a).ok());
+  EXPECT_EQ(cache->free_blocks(), 6);
+  EXPECT_TRUE(fails_naming(cache->length(a), "seq"));
+  EXPECT_TRUE(fails_naming(cache->block_table(a), "seq"));
+
+  // A new sequence gets a new id and, the free list being a stack, A's blocks.
+  const std::int32_t c = cache->add_sequence();
+  EXPECT_NE(c, a);
+  ASSERT_TRUE(cache->append(c, kc, kc).ok());
+  EXPECT_EQ(cache->free_blocks(), 3);
+  const std::vector<std::int32_t> c_blocks = table_of(*cache, c);
+  EXPECT_EQ(std::set<std::int32_t>(c_blocks.begin(), c_blocks.end()), std::set<std::int32_t>(a_blocks.begin(), a_blocks.end()));
+  // B is untouched, C reads back what it was given.
+  expect_stored(*cache, b, false, kb);
+  expect_stored(*cache, c, true, kc);
+  // Releasing everything frees every block.
+  ASSERT_TRUE(cache->release(b).ok());
+  ASSERT_TRUE(cache->release(c).ok());
+  EXPECT_EQ(cache->free_blocks(), 8);
+}
+
+TEST(KvCacheTest, AppendOutOfBlocksChangesNothing) {
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = 1, .head_dim = 8}));
+  const Tensor k = random_tensor(DType::f32, {70, 1, 8}, 1);
+  const std::int32_t a = cache->add_sequence(), b = cache->add_sequence();
+  ASSERT_TRUE(cache->append(a, rows_of(k, 0, 50), rows_of(k, 0, 50)).ok());
+  EXPECT_EQ(cache->free_blocks(), 0);
+  const std::vector<std::int32_t> before = table_of(*cache, a);
+  // 50 + 15 tokens need a fifth block: refused, nothing appended.
+  const Status s = cache->append(a, rows_of(k, 50, 65), rows_of(k, 50, 65));
+  EXPECT_TRUE(fails_mentioning(s, "block"));
+  EXPECT_EQ(value_or_die(cache->length(a)), 50);
+  EXPECT_EQ(table_of(*cache, a), before);
+  EXPECT_EQ(cache->free_blocks(), 0);
+  EXPECT_TRUE(fails_mentioning(cache->append(b, rows_of(k, 0, 1), rows_of(k, 0, 1)), "block"));
+  EXPECT_EQ(value_or_die(cache->length(b)), 0);
+  // Exactly filling the last block still fits.
+  ASSERT_TRUE(cache->append(a, rows_of(k, 50, 64), rows_of(k, 50, 64)).ok());
+  EXPECT_EQ(value_or_die(cache->length(a)), 64);
+  EXPECT_TRUE(fails_mentioning(cache->append(a, rows_of(k, 64, 65), rows_of(k, 64, 65)), "block"));
+  expect_stored(*cache, a, false, rows_of(k, 0, 64));
+  // After a release the other sequence can grow.
+  ASSERT_TRUE(cache->release(a).ok());
+  EXPECT_EQ(cache->free_blocks(), 4);
+  ASSERT_TRUE(cache->append(b, rows_of(k, 0, 1), rows_of(k, 0, 1)).ok());
+  EXPECT_EQ(value_or_die(cache->length(b)), 1);
+}
+
+TEST(KvCacheTest, UnknownAndReleasedIdsAreErrors) {
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = 1, .head_dim = 8}));
+  const Tensor k = random_tensor(DType::f32, {3, 1, 8}, 1);
+  for (std::int32_t bad : {0, 7, -1}) {
+    SCOPED_TRACE(bad);
+    EXPECT_TRUE(fails_naming(cache->length(bad), "seq"));
+    EXPECT_TRUE(fails_naming(cache->block_table(bad), "seq"));
+    EXPECT_TRUE(fails_naming(cache->append(bad, k, k), "seq"));
+    EXPECT_TRUE(fails_naming(cache->release(bad), "seq"));
+  }
+  const std::int32_t a = cache->add_sequence();
+  ASSERT_TRUE(cache->append(a, k, k).ok());
+  ASSERT_TRUE(cache->release(a).ok());
+  EXPECT_TRUE(fails_naming(cache->length(a), "seq"));
+  EXPECT_TRUE(fails_naming(cache->block_table(a), "seq"));
+  EXPECT_TRUE(fails_naming(cache->append(a, k, k), "seq"));
+  EXPECT_TRUE(fails_naming(cache->release(a), "seq"));
+  EXPECT_EQ(cache->free_blocks(), 4);
+}
+
+TEST(KvCacheTest, BadConfigNamesTheField) {
+  const KvCacheConfig good{.num_blocks = 4, .block_size = 16, .kv_heads = 2, .head_dim = 64};
+  ASSERT_TRUE(KvCache::create(good).ok());
+  auto with = [&](auto edit) {
+    KvCacheConfig c = good;
+    edit(c);
+    return KvCache::create(c);
+  };
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.block_size = 8; }), "block_size"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.block_size = 64; }), "block_size"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.block_size = 0; }), "block_size"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.kv_heads = 0; }), "kv_heads"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.kv_heads = -2; }), "kv_heads"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.head_dim = 0; }), "head_dim"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.num_blocks = -1; }), "num_blocks"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.dtype = DType::i4; }), "dtype"));
+  EXPECT_TRUE(fails_naming(with([](KvCacheConfig& c) { c.dtype = DType::i32; }), "dtype"));
+  // The pool's size overflowing is an error, not a wrap-around.
+  EXPECT_FALSE(with([](KvCacheConfig& c) { c.num_blocks = std::int64_t(1) << 60; }).ok());
+}
+
+TEST(KvCacheTest, AppendChecksShapesAndTypes) {
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = 2, .head_dim = 16}));
+  const std::int32_t a = cache->add_sequence();
+  const Tensor k = random_tensor(DType::f32, {3, 2, 16}, 1);
+  EXPECT_TRUE(fails_naming(cache->append(a, random_tensor(DType::f32, {3, 2, 15}, 2), k), "k"));
+  EXPECT_TRUE(fails_naming(cache->append(a, random_tensor(DType::f32, {3, 3, 16}, 2), k), "k"));
+  EXPECT_TRUE(fails_naming(cache->append(a, random_tensor(DType::f32, {6, 16}, 2), k), "k"));
+  EXPECT_TRUE(fails_naming(cache->append(a, zeros(DType::i32, {3, 2, 16}), k), "k"));
+  EXPECT_TRUE(fails_naming(cache->append(a, k, random_tensor(DType::f32, {4, 2, 16}, 2)), "v"));
+  EXPECT_TRUE(fails_naming(cache->append(a, k, random_tensor(DType::f32, {3, 2, 8}, 2)), "v"));
+  EXPECT_TRUE(fails_naming(cache->append(a, k, zeros(DType::i8, {3, 2, 16})), "v"));
+  EXPECT_EQ(value_or_die(cache->length(a)), 0);
+  EXPECT_EQ(cache->free_blocks(), 4);
+}
+
+// ----------------------------------------------------------- PagedAttention
+
+struct Seq {
+  std::int32_t id = 0;
+  Tensor k, v;  // [L, Hkv, D]: what was appended
+};
+
+// New sequences of these lengths, appended in random chunk sizes (1 to 37
+// tokens, so one append may cross several blocks), the sequences taking turns
+// so that their blocks interleave in the pool. K/V values in [-1, 1).
+std::vector<Seq> fill(KvCache& cache, DType src, const std::vector<std::int64_t>& lengths, std::uint64_t seed) {
+  const KvCacheConfig& c = cache.config();
+  std::vector<Seq> seqs;
+  for (std::size_t i = 0; i < lengths.size(); ++i)
+    seqs.push_back({cache.add_sequence(), random_tensor(src, {lengths[i], c.kv_heads, c.head_dim}, seed + 2 * i),
+                    random_tensor(src, {lengths[i], c.kv_heads, c.head_dim}, seed + 2 * i + 1)});
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> chunk(1, 37);
+  std::vector<std::int64_t> done(lengths.size(), 0);
+  for (bool more = true; more;) {
+    more = false;
+    for (std::size_t i = 0; i < lengths.size(); ++i) {
+      if (done[i] == lengths[i]) continue;
+      const std::int64_t t = std::min(lengths[i] - done[i], chunk(rng));
+      const Status s =
+          cache.append(seqs[i].id, rows_of(seqs[i].k, done[i], done[i] + t), rows_of(seqs[i].v, done[i], done[i] + t));
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      if (!s.ok()) return seqs;
+      done[i] += t;
+      more = more || done[i] < lengths[i];
+    }
+  }
+  return seqs;
+}
+
+std::int64_t blocks_for(const std::vector<std::int64_t>& lengths, std::int64_t block_size) {
+  std::int64_t n = 0;
+  for (std::int64_t l : lengths) n += (l + block_size - 1) / block_size;
+  return n;
+}
+
+// The reference for row b of q attending to the sequence rows[b]: o f32 [B, Sq, Hq, D], lse f32 [B, Hq, Sq].
+std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<const Seq*>& row_seqs, const AttentionAttrs& attrs) {
+  const std::int64_t nb = q.dim(0), sq = q.dim(1), hq = q.dim(2), d = q.dim(3);
+  Tensor o = zeros(DType::f32, {nb, sq, hq, d}), lse = zeros(DType::f32, {nb, hq, sq});
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const Seq& s = *row_seqs[b];
+    const std::int64_t len = s.k.dim(0);
+    const Sink lse_sink = sink(lse, b);
+    reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), nullptr, scale_of(attrs, d), attrs.causal, sink(o, b),
+              &lse_sink);
+  }
+  return {o, lse};
+}
+
+class PagedAttentionTest : public IsaTest {
+ protected:
+  // Sequences of lengths {Sq, 17, 300} (Sq: the shortest a sequence can be
+  // that holds its Sq new tokens) in a cache of `cache_dt`; q rows name them
+  // out of order. Compares o and lse with the reference on the K/V that were
+  // appended; for an f32 cache also with the contiguous Attention op.
+  void check(DType cache_dt, std::int64_t block_size, std::int64_t sq, DType q_dt, bool causal, std::uint64_t seed) {
+    SCOPED_TRACE(fmt::format("cache {} block_size {} Sq={} q {} causal={}", to_string(cache_dt), block_size, sq,
+                             to_string(q_dt), causal));
+    const std::int64_t hq = 8, hkv = 2, d = 64;
+    const std::vector<std::int64_t> lengths = {sq, 17, 300};
+    auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, block_size) + 2, .block_size = block_size,
+                                               .kv_heads = hkv, .head_dim = d, .dtype = cache_dt}));
+    // bf16 cache: append bf16 K/V, so that the cache holds exactly the reference's values.
+    const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, seed);
+    const std::vector<const Seq*> row_seqs = {&seqs[2], &seqs[0], &seqs[1]};
+    const Tensor ids = i32_tensor({seqs[2].id, seqs[0].id, seqs[1].id});
+    const std::int64_t nb = 3;
+    const Tensor q = random_tensor(q_dt, {nb, sq, hq, d}, seed + 50, -2.0f, 2.0f);
+    const Tensor o = nan_tensor(q_dt, {nb, sq, hq, d}), lse = nan_tensor(DType::f32, {nb, hq, sq});
+    const AttentionAttrs attrs{.causal = causal};
+    Result<ops::PlanPtr> plan = ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 512, attrs, lse.desc());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    SCOPED_TRACE(fmt::format("kernel {}", (*plan)->kernel()));
+    const Status s = run_plan(ctx_, stream_, **plan, {q, ids}, {o, lse});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+
+    const auto [o_ref, lse_ref] = paged_reference(q, row_seqs, attrs);
+    const Tolerance tol = cache_dt == DType::i8 ? kInt8CacheTolerance
+                                                : attention_tolerance(cache_dt == DType::bf16 ? DType::bf16 : q_dt, q_dt, d);
+    EXPECT_TRUE(close(o, o_ref, tol)) << "o";
+    EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse";
+
+    if (cache_dt != DType::f32 || q_dt != DType::f32) return;
+    // The same data through the contiguous Attention op, one row at a time.
+    const Tensor o_cont = nan_tensor(DType::f32, {nb, sq, hq, d});
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::int64_t len = row_seqs[b]->k.dim(0);
+      const Status sc = ops::attention(stream_, rows_of(q, b, b + 1), value_or_die(row_seqs[b]->k.reshape({1, len, hkv, d})),
+                                       value_or_die(row_seqs[b]->v.reshape({1, len, hkv, d})), rows_of(o_cont, b, b + 1), attrs);
+      ASSERT_TRUE(sc.ok()) << sc.to_string();
+    }
+    EXPECT_TRUE(close(o, o_cont, tolerance_for(DType::f32, d))) << "paged vs contiguous";
+  }
+};
+
+TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
+  std::uint64_t seed = 1000;
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8})
+    for (std::int64_t bs : {16, 32})
+      for (std::int64_t sq : {1, 4}) check(cache_dt, bs, sq, DType::f32, true, seed += 10);
+  // bf16 queries (and o) with a bf16 cache; not causal.
+  check(DType::bf16, 16, 4, DType::bf16, true, seed += 10);
+  check(DType::f32, 16, 4, DType::f32, false, seed += 10);
+  check(DType::i8, 32, 4, DType::f32, false, seed += 10);
+}
+
+TEST_P(PagedAttentionTest, LongSequenceDecode) {
+  // One larger case: a single 2000-token sequence, Sq = 1, 32 query heads on 8 kv heads, D = 128.
+  const std::int64_t hq = 32, hkv = 8, d = 128;
+  for (DType cache_dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(to_string(cache_dt));
+    auto cache = value_or_die(
+        KvCache::create({.num_blocks = 64, .block_size = 32, .kv_heads = hkv, .head_dim = d, .dtype = cache_dt}));
+    const std::vector<Seq> seqs = fill(*cache, cache_dt, {2000}, 1100);
+    const Tensor ids = i32_tensor({seqs[0].id});
+    const Tensor q = random_tensor(DType::f32, {1, 1, hq, d}, 1101, -2.0f, 2.0f);
+    const Tensor o = nan_tensor(DType::f32, {1, 1, hq, d}), lse = nan_tensor(DType::f32, {1, hq, 1});
+    const ops::PlanPtr plan = value_or_die(
+        ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 4096, {.causal = true}, lse.desc()));
+    const Status s = run_plan(ctx_, stream_, *plan, {q, ids}, {o, lse});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const auto [o_ref, lse_ref] = paged_reference(q, {&seqs[0]}, {.causal = true});
+    const Tolerance tol = attention_tolerance(cache_dt, DType::f32, d);
+    EXPECT_TRUE(close(o, o_ref, tol)) << plan->kernel();
+    EXPECT_TRUE(close(lse, lse_ref, tol)) << plan->kernel();
+  }
+}
+
+TEST_P(PagedAttentionTest, OneShotGrowingSequence) {
+  // A sequence grows token by token from 61 to 67 tokens, across the
+  // power-of-two boundary at 64 (the one-shot function re-plans for the next
+  // bucket; 64 rather than 32 in case the smallest bucket is 64) and the block
+  // boundary at 64; another sequence stays at 9. Checked at every step.
+  const std::int64_t hq = 4, hkv = 2, d = 64, first = 61, last = 67;
+  auto cache = value_or_die(KvCache::create({.num_blocks = 8, .block_size = 32, .kv_heads = hkv, .head_dim = d}));
+  std::vector<Seq> seqs = fill(*cache, DType::f32, {9}, 1200);
+  Seq grow{cache->add_sequence(), random_tensor(DType::f32, {last, hkv, d}, 1201),
+           random_tensor(DType::f32, {last, hkv, d}, 1202)};
+  ASSERT_TRUE(cache->append(grow.id, rows_of(grow.k, 0, first - 1), rows_of(grow.v, 0, first - 1)).ok());
+  for (std::int64_t len = first; len <= last; ++len) {
+    SCOPED_TRACE(fmt::format("length {}", len));
+    ASSERT_TRUE(cache->append(grow.id, rows_of(grow.k, len - 1, len), rows_of(grow.v, len - 1, len)).ok());
+    ASSERT_EQ(value_or_die(cache->length(grow.id)), len);
+    const Seq now{grow.id, rows_of(grow.k, 0, len), rows_of(grow.v, 0, len)};
+    const Tensor ids = i32_tensor({grow.id, seqs[0].id});
+    const Tensor q = random_tensor(DType::f32, {2, 1, hq, d}, 1300 + len, -2.0f, 2.0f);
+    const Tensor o = nan_tensor(DType::f32, {2, 1, hq, d});
+    const Status s = ops::paged_attention(stream_, cache, q, ids, o, {.causal = true});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(close(o, paged_reference(q, {&now, &seqs[0]}, {.causal = true}).first, tolerance_for(DType::f32, d)));
+  }
+}
+
+TEST_P(PagedAttentionTest, OneShotKeepsCachesApart) {
+  // Two caches alike in config and in every desc, different in content: the
+  // one-shot function must not serve one from a plan made for the other.
+  const std::int64_t hq = 4, hkv = 2, d = 64;
+  const KvCacheConfig config{.num_blocks = 4, .block_size = 16, .kv_heads = hkv, .head_dim = d};
+  auto c1 = value_or_die(KvCache::create(config)), c2 = value_or_die(KvCache::create(config));
+  const std::vector<Seq> s1 = fill(*c1, DType::f32, {20}, 1400), s2 = fill(*c2, DType::f32, {20}, 1500);
+  const Tensor q = random_tensor(DType::f32, {1, 1, hq, d}, 1401, -2.0f, 2.0f);
+  const Tensor o1 = nan_tensor(DType::f32, {1, 1, hq, d}), o2 = nan_tensor(DType::f32, {1, 1, hq, d});
+  ASSERT_TRUE(ops::paged_attention(stream_, c1, q, i32_tensor({s1[0].id}), o1).ok());
+  ASSERT_TRUE(ops::paged_attention(stream_, c2, q, i32_tensor({s2[0].id}), o2).ok());
+  EXPECT_TRUE(close(o1, paged_reference(q, {&s1[0]}, {}).first, tolerance_for(DType::f32, d)));
+  EXPECT_TRUE(close(o2, paged_reference(q, {&s2[0]}, {}).first, tolerance_for(DType::f32, d)));
+}
+
+TEST_P(PagedAttentionTest, PlanKeepsCacheAlive) {
+  const std::int64_t hq = 8, hkv = 2, d = 64;
+  std::weak_ptr<KvCache> weak;
+  ops::PlanPtr plan;
+  std::vector<Seq> seqs;
+  const Tensor q = random_tensor(DType::f32, {2, 1, hq, d}, 1600, -2.0f, 2.0f);
+  const Tensor o = nan_tensor(DType::f32, {2, 1, hq, d});
+  Tensor ids;
+  {
+    auto cache = value_or_die(KvCache::create({.num_blocks = 8, .block_size = 32, .kv_heads = hkv, .head_dim = d}));
+    weak = cache;
+    seqs = fill(*cache, DType::f32, {70, 3}, 1601);
+    ids = i32_tensor({seqs[0].id, seqs[1].id});
+    plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 128));
+  }
+  ASSERT_FALSE(weak.expired());
+  const Status s = run_plan(ctx_, stream_, *plan, {q, ids}, {o});
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(close(o, paged_reference(q, {&seqs[0], &seqs[1]}, {}).first, tolerance_for(DType::f32, d)));
+  plan.reset();
+  EXPECT_TRUE(weak.expired()) << "the plan held the cache after it was destroyed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, PagedAttentionTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+// ------------------------------------------------------------------- errors
+
+TEST(AttentionErrors, PlanNamesTheArgument) {
+  Context ctx;
+  auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  const TensorDesc q = d(DType::f32, {2, 5, 8, 64}), k = d(DType::f32, {2, 7, 2, 64}), o = q;
+  using ops::Attention;
+  ASSERT_TRUE(Attention::plan(ctx, q, k, k, o).ok());
+  // Head dims of q and k differ.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::f32, {2, 7, 2, 32}), d(DType::f32, {2, 7, 2, 32}), o), "k"));
+  // Hq = 8 is not a multiple of Hkv = 3.
+  const TensorDesc k3 = d(DType::f32, {2, 7, 3, 64});
+  EXPECT_TRUE(fails_naming_one_of(Attention::plan(ctx, q, k3, k3, o), {"k", "q"}));
+  EXPECT_TRUE(fails_mentioning(Attention::plan(ctx, q, k3, k3, o), "head"));
+  // k and v differ; batch of k differs from q's.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, d(DType::f32, {2, 6, 2, 64}), o), "v"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, d(DType::f32, {2, 7, 2, 80}), o), "v"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::f32, {3, 7, 2, 64}), d(DType::f32, {3, 7, 2, 64}), o), "k"));
+  // o differs from q.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f32, {2, 5, 8, 32})), "o"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f32, {2, 5, 4, 64})), "o"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f16, {2, 5, 8, 64})), "o"));
+  // Dtypes: mixed q / k, and types q may not have.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::bf16, {2, 7, 2, 64}), d(DType::bf16, {2, 7, 2, 64}), o), "k"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, d(DType::bf16, {2, 7, 2, 64}), o), "v"));
+  for (DType bad : {DType::f16, DType::i8}) {
+    const TensorDesc kb = d(bad, {2, 7, 2, 64});
+    EXPECT_TRUE(fails_naming(Attention::plan(ctx, d(bad, {2, 5, 8, 64}), kb, kb, o), "q")) << to_string(bad);
+  }
+  // Ranks, and a stride along D that is not 1.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, d(DType::f32, {5, 8, 64}), k, k, d(DType::f32, {5, 8, 64})), "q"));
+  const TensorDesc k_strided{DType::f32, {2, 7, 2, 64}, {7 * 2 * 128, 2 * 128, 128, 2}};
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k_strided, k, o), "k"));
+  // Scale.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.scale = kNaN}), "scale"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.scale = kInf}), "scale"));
+  // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
+  auto with_mask = [&](TensorDesc m) {
+    AttentionOptions options;
+    options.mask = m;
+    return Attention::plan(ctx, q, k, k, o, {}, options);
+  };
+  ASSERT_TRUE(with_mask(d(DType::f32, {2, 1, 1, 7})).ok());
+  ASSERT_TRUE(with_mask(d(DType::bf16, {5, 7})).ok());
+  EXPECT_TRUE(fails_naming(with_mask(d(DType::f32, {2, 8, 5, 6})), "mask"));
+  EXPECT_TRUE(fails_naming(with_mask(d(DType::f32, {3, 1, 1, 7})), "mask"));
+  EXPECT_TRUE(fails_naming(with_mask(d(DType::f32, {2, 3, 5, 7})), "mask"));
+  EXPECT_TRUE(fails_naming(with_mask(d(DType::f32, {1, 2, 1, 1, 7})), "mask"));
+  EXPECT_TRUE(fails_naming(with_mask(d(DType::i32, {2, 1, 1, 7})), "mask"));
+  // lse: f32 [B, Hq, Sq].
+  auto with_lse = [&](TensorDesc l) {
+    AttentionOptions options;
+    options.lse = l;
+    return Attention::plan(ctx, q, k, k, o, {}, options);
+  };
+  ASSERT_TRUE(with_lse(d(DType::f32, {2, 8, 5})).ok());
+  EXPECT_TRUE(fails_naming(with_lse(d(DType::f32, {2, 5, 8})), "lse"));
+  EXPECT_TRUE(fails_naming(with_lse(d(DType::bf16, {2, 8, 5})), "lse"));
+
+  // Variable lengths: q [total_q, Hq, D], k, v [total_kv, Hkv, D], lse [Hq, total_q], no mask.
+  auto varlen = [&](TensorDesc vq, TensorDesc vk, TensorDesc vo, std::optional<TensorDesc> m = {},
+                    std::optional<TensorDesc> l = {}, std::int64_t n = 3) {
+    AttentionOptions options;
+    options.varlen_batch = n;
+    options.mask = m;
+    options.lse = l;
+    return Attention::plan(ctx, vq, vk, vk, vo, {.causal = true}, options);
+  };
+  const TensorDesc vq = d(DType::f32, {10, 8, 64}), vk = d(DType::f32, {12, 2, 64});
+  ASSERT_TRUE(varlen(vq, vk, vq, {}, d(DType::f32, {8, 10})).ok());
+  EXPECT_TRUE(fails_naming(varlen(q, vk, o), "q"));
+  EXPECT_TRUE(fails_naming(varlen(vq, k, vq), "k"));
+  EXPECT_TRUE(fails_naming(varlen(vq, vk, vq, d(DType::f32, {1, 1, 1, 12})), "mask"));
+  EXPECT_TRUE(fails_naming(varlen(vq, vk, vq, {}, d(DType::f32, {2, 8, 5})), "lse"));
+  EXPECT_TRUE(fails_naming(varlen(vq, vk, vq, {}, {}, -1), "varlen_batch"));
+}
+
+TEST(AttentionErrors, RunChecksCuSeqlens) {
+  Context ctx;
+  Stream stream(ctx);
+  const Tensor q = random_tensor(DType::f32, {10, 4, 32}, 1), k = random_tensor(DType::f32, {12, 2, 32}, 2);
+  const Tensor o = zeros(DType::f32, {10, 4, 32});
+  AttentionOptions options;
+  options.varlen_batch = 3;
+  const ops::PlanPtr plan = value_or_die(ops::Attention::plan(ctx, q.desc(), k.desc(), k.desc(), o.desc(), {}, options));
+  auto run = [&](const Tensor& cu_q, const Tensor& cu_kv) { return run_plan(ctx, stream, *plan, {q, k, k, cu_q, cu_kv}, {o}); };
+  const Tensor good_q = i32_tensor({0, 4, 4, 10}), good_kv = i32_tensor({0, 5, 6, 12});
+  const Status ok = run(good_q, good_kv);
+  ASSERT_TRUE(ok.ok()) << ok.to_string();
+  EXPECT_TRUE(fails_naming(run(i32_tensor({0, 4, 3, 10}), good_kv), "cu_seqlens_q"));   // decreasing
+  EXPECT_TRUE(fails_naming(run(i32_tensor({1, 4, 6, 10}), good_kv), "cu_seqlens_q"));   // not from 0
+  EXPECT_TRUE(fails_naming(run(good_q, i32_tensor({0, 5, 6, 11})), "cu_seqlens_kv"));  // not to the total
+  EXPECT_TRUE(fails_naming(run(good_q, i32_tensor({0, 7, 6, 12})), "cu_seqlens_kv"));  // decreasing
+  EXPECT_TRUE(fails_naming(run(good_q, i32_tensor({0, 5, 13, 12})), "cu_seqlens_kv"));  // past the total
+  EXPECT_TRUE(fails_naming(run(good_q, i32_tensor({0, 5, 12})), "cu_seqlens_kv"));     // varlen_batch + 1 entries
+  Tensor wide = zeros(DType::i64, {4});
+  for (int i = 0; i < 4; ++i) wide.data_as<std::int64_t>()[i] = good_q.data_as<std::int32_t>()[i];
+  EXPECT_TRUE(fails_naming(run(wide, good_kv), "cu_seqlens_q"));  // i32 only
+}
+
+TEST(PagedAttentionErrors, PlanNamesTheArgument) {
+  Context ctx;
+  auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  std::shared_ptr<const KvCache> cache =
+      value_or_die(KvCache::create({.num_blocks = 8, .block_size = 16, .kv_heads = 2, .head_dim = 64}));
+  const TensorDesc q = d(DType::f32, {3, 1, 8, 64}), ids = d(DType::i32, {3}), o = q;
+  using ops::PagedAttention;
+  ASSERT_TRUE(PagedAttention::plan(ctx, cache, q, ids, o, 256).ok());
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, nullptr, q, ids, o, 256), "cache"));
+  // q's head dim differs from the cache's; Hq = 3 is not a multiple of the cache's 2 kv heads.
+  const TensorDesc q32 = d(DType::f32, {3, 1, 8, 32}), q3 = d(DType::f32, {3, 1, 3, 64});
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q32, ids, q32, 256), "q"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q3, ids, q3, 256), "q"));
+  EXPECT_TRUE(fails_mentioning(PagedAttention::plan(ctx, cache, q3, ids, q3, 256), "head"));
+  const TensorDesc q_rank3 = d(DType::f32, {3, 8, 64});
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q_rank3, ids, q_rank3, 256), "q"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, d(DType::i8, {3, 1, 8, 64}), ids, o, 256), "q"));
+  // seq_ids: i32 [B].
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, d(DType::i64, {3}), o, 256), "seq_ids"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, d(DType::f32, {3}), o, 256), "seq_ids"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, d(DType::i32, {4}), o, 256), "seq_ids"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, d(DType::i32, {3, 1}), o, 256), "seq_ids"));
+  // o, lse, max_kv_len.
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, d(DType::f32, {3, 1, 8, 32}), 256), "o"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, d(DType::f32, {3, 2, 8, 64}), 256), "o"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, -5), "max_kv_len"));
+  ASSERT_TRUE(PagedAttention::plan(ctx, cache, q, ids, o, 256, {}, d(DType::f32, {3, 8, 1})).ok());
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {}, d(DType::f32, {3, 1, 8})), "lse"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.scale = kNaN}), "scale"));
+}
+
+TEST(PagedAttentionErrors, RunChecksSequences) {
+  Context ctx;
+  Stream stream(ctx);
+  auto cache = value_or_die(KvCache::create({.num_blocks = 8, .block_size = 16, .kv_heads = 2, .head_dim = 32}));
+  const std::vector<Seq> seqs = fill(*cache, DType::f32, {10, 40, 5}, 1);
+  const std::int32_t shortseq = seqs[0].id, longseq = seqs[1].id, dead = seqs[2].id;
+  ASSERT_TRUE(cache->release(dead).ok());
+  const Tensor q = random_tensor(DType::f32, {1, 1, 4, 32}, 2), o = zeros(DType::f32, {1, 1, 4, 32});
+  const ops::PlanPtr plan =
+      value_or_die(ops::PagedAttention::plan(ctx, cache, q.desc(), TensorDesc::contiguous(DType::i32, {1}), o.desc(), 32));
+  auto run = [&](std::int32_t id) { return run_plan(ctx, stream, *plan, {q, i32_tensor({id})}, {o}); };
+  const Status ok = run(shortseq);
+  ASSERT_TRUE(ok.ok()) << ok.to_string();
+  // The message names seq_ids (possibly with the row, "seq_ids[0]").
+  EXPECT_TRUE(fails_mentioning(run(999), "seq_ids"));
+  EXPECT_TRUE(fails_mentioning(run(-1), "seq_ids"));
+  EXPECT_TRUE(fails_mentioning(run(dead), "seq_ids"));
+  EXPECT_TRUE(fails_mentioning(run(longseq), "seq_ids"));  // 40 tokens, planned for max_kv_len 32
+  // The one-shot function reports unknown ids too.
+  EXPECT_FALSE(ops::paged_attention(stream, cache, q, i32_tensor({999}), o).ok());
+  EXPECT_FALSE(ops::paged_attention(stream, cache, q, i32_tensor({dead}), o).ok());
+}
+
+}  // namespace
+}  // namespace tessera::testing
