@@ -14,9 +14,8 @@ bool simd_supported(const AttentionProblem& p) {
 // Decode shape: few query positions, keys that may be split across cores.
 bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }
 
-bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p); }
-
-}  // namespace
+// The decode kernel re-reads each key block from L1 once per row: up to 16 rows.
+bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
 
 AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info&) {
   // About 64 rows per task: q, the sums and the scores of 64 rows at D = 128
@@ -37,10 +36,17 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
   return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys};
 }
 
+// Many rows with decode's few positions (e.g. MQA): the flash kernel, split like decode.
+AttentionTiling flash_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
+  return decode_shape(p) ? decode_tiling(p, hw) : flash_tiling(p, hw);
+}
+
+}  // namespace
+
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
-      {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention},
-      {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_tiling, avx512::attention},
+      {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
+      {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},
   };

@@ -95,12 +95,10 @@ struct AttentionFamily {
 
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily);
 
-// Tilings: prefill splits positions into blocks of about `hw`-sized rows;
-// decode (few positions, many keys) splits the keys so every core has work.
-AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw);
-AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info& hw);
-
 namespace ref { void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
-namespace avx512 { void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
+namespace avx512 {
+void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
+void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
+}  // namespace avx512
 
 }  // namespace tessera::kernels

@@ -7,38 +7,14 @@
 //      32 keys. f32 V is read in place; bf16 / int8 V is converted first.
 // The next block's K and V rows are prefetched: in [B, S, H, D] layouts the
 // rows of one head are a page apart, where the hardware prefetcher stops.
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
-#include "kernels/attention.hpp"
 #include "kernels/scratch.hpp"
-#include "kernels/x86/load1.hpp"
-#include "kernels/x86/avx512/vec.hpp"
+#include "kernels/x86/avx512/attention_common.hpp"
 
 namespace tessera::kernels::avx512 {
 
 namespace {
 
 constexpr std::int64_t kKeys = 32;  // keys per block
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// 16 features of one key or value row as f32 (int8: times the token's scale).
-static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float scale) {
-  if (t == DType::i8) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + d));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
-  }
-  return load16(advance(row, t, d), t, 0xffff);
-}
-
-static inline void prefetch_row(const void* row, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
-}
-
-// GCC folds a load into every FMA that uses it, which turns one load of a V
-// vector into one per row and makes the tile load-bound; this pins it.
-static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
 
 // S[RR rows][32] = Q[RR][D] · kt[D][32], q in a sliver of kScoreRows rows
 // stored d-major ([D][kScoreRows]): the broadcasts read one sequential stream.
@@ -133,23 +109,9 @@ static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64
   }
 }
 
-// The additive mask of one row for keys [tb, tb + 16 * 2) as two vectors.
-static inline void load_mask32(const AttentionArgs& a, const void* row, std::int64_t n, __m512 out[2]) {
-  for (int h = 0; h < 2; ++h) {
-    const std::int64_t first = 16 * h, count = std::clamp<std::int64_t>(n - first, 0, 16);
-    if (a.mask_key_stride == 1) {
-      out[h] = load16(advance(row, a.mask_dtype, first), a.mask_dtype, tail_mask(count));
-    } else {
-      alignas(64) float v[16] = {};
-      for (std::int64_t i = 0; i < count; ++i) v[i] = load1(row, a.mask_dtype, (first + i) * a.mask_key_stride);
-      out[h] = _mm512_load_ps(v);
-    }
-  }
-}
-
 }  // namespace
 
-void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   const std::int64_t dim = a.head_dim, rows = a.rows, group = a.group;
   const std::int64_t positions = (rows + group - 1) / group;
   // Keys past the last row's causal limit are never visible.
@@ -180,31 +142,16 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
   }
 
   const KvSource& kv = a.kv;
-  const std::int64_t elt = bytes_of(kv.dtype);
-  const std::int64_t row_bytes = dim * elt;
-  const void* krow[kKeys];
-  const void* vsrc[kKeys];
-  float kscale[kKeys], vscale[kKeys];
+  const std::int64_t row_bytes = dim * bytes_of(kv.dtype);
+  KvRows<kKeys> block;
   const float* vrow[kKeys];
 
   for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
     const std::int64_t n = std::min(kKeys, t_end - tb);
-    for (std::int64_t i = 0; i < n; ++i) {
-      krow[i] = static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + i, kv.k_token_stride) * elt;
-      vsrc[i] = static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + i, kv.v_token_stride) * elt;
-      if (kv.dtype == DType::i8) {
-        const std::int64_t so = kv_scale_offset(kv, tb + i);
-        kscale[i] = kv.k_scale[so];
-        vscale[i] = kv.v_scale[so];
-      } else {
-        kscale[i] = vscale[i] = 1.0f;
-      }
-    }
-    const std::int64_t ahead = kKeys;
-    for (std::int64_t i = 0, next = std::min(kKeys, t_end - tb - ahead); i < next; ++i) {
-      prefetch_row(static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + ahead + i, kv.k_token_stride) * elt, row_bytes);
-      prefetch_row(static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + ahead + i, kv.v_token_stride) * elt, row_bytes);
-    }
+    gather_rows(kv, tb, n, block);
+    const std::int64_t next = std::min(kKeys, t_end - tb - kKeys);
+    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kKeys, next, row_bytes);
+    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kKeys, next, row_bytes);
 
     // 1. kt[d][key] for the block; keys past n are zero.
     for (std::int64_t d = 0; d < dim; d += 16)
@@ -212,16 +159,16 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
         __m512 r[16];
         for (std::int64_t i = 0; i < 16; ++i) {
           const std::int64_t key = 16 * h + i;
-          r[i] = key < n ? load_kv16(krow[key], kv.dtype, d, kscale[key]) : _mm512_setzero_ps();
+          r[i] = key < n ? load_kv16(block.k[key], kv.dtype, d, block.k_scale[key]) : _mm512_setzero_ps();
         }
         transpose16x16(r);
         for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * kKeys + 16 * h, r[j]);
       }
     if (kv.dtype == DType::f32) {
-      for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(vsrc[i]);
+      for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
     } else {
       for (std::int64_t i = 0; i < n; ++i) {
-        for (std::int64_t d = 0; d < dim; d += 16) _mm512_store_ps(vb + i * dim + d, load_kv16(vsrc[i], kv.dtype, d, vscale[i]));
+        for (std::int64_t d = 0; d < dim; d += 16) _mm512_store_ps(vb + i * dim + d, load_kv16(block.v[i], kv.dtype, d, block.v_scale[i]));
         vrow[i] = vb + i * dim;
       }
     }
@@ -242,10 +189,9 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
       }
       __m512 x0 = _mm512_load_ps(sr), x1 = _mm512_load_ps(sr + 16);
       if (a.mask) {
-        __m512 mk[2];
-        load_mask32(a, advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride), valid, mk);
-        x0 = _mm512_add_ps(x0, mk[0]);
-        x1 = _mm512_add_ps(x1, mk[1]);
+        const void* mrow = advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride);
+        x0 = _mm512_add_ps(x0, load_mask16(a, mrow, std::min<std::int64_t>(valid, 16)));
+        if (valid > 16) x1 = _mm512_add_ps(x1, load_mask16(a, advance(mrow, a.mask_dtype, 16 * a.mask_key_stride), valid - 16));
       }
       x0 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v0, x0);
       x1 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v1, x1);
@@ -271,22 +217,7 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
     pv_rows_all(s, alpha, o, rows, dim, vrow, n);
   }
 
-  if (out.partial_o) {
-    std::copy(o, o + rows * dim, out.partial_o);
-    std::copy(m, m + rows, out.partial_m);
-    std::copy(l, l + rows, out.partial_l);
-    return;
-  }
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t pos = r / group, head = r % group;
-    const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
-    const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
-    void* orow = advance(out.o, out.o_dtype, pos * out.o_pos_stride + head * out.o_head_stride);
-    for (std::int64_t d = 0; d < dim; d += 16)
-      store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_loadu_ps(o + r * dim + d)), 0xffff);
-    if (out.lse)
-      out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
-  }
+  finish_rows(a, out, o, m, l);
 }
 
 }  // namespace tessera::kernels::avx512
