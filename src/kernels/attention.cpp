@@ -17,14 +17,21 @@ bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.spli
 // The decode kernel re-reads each key block from L1 once per row: up to 16 rows.
 bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
 
-AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info&) {
-  // About 64 rows per task: q, the sums and the scores of 64 rows at D = 128
-  // are ~72 KiB, resident in L2 next to a 32-key block of K and V in L1.
-  // Smaller blocks when that leaves fewer than 4 tasks per thread.
-  std::int64_t positions = std::max<std::int64_t>(1, 64 / std::max<std::int64_t>(1, p.group));
+// Blocks of about `rows` query rows per task, smaller when that leaves fewer
+// than 4 tasks per thread.
+AttentionTiling row_blocks(const AttentionProblem& p, std::int64_t rows) {
+  std::int64_t positions = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, p.group));
   while (positions > 1 && p.units * ((p.positions + positions - 1) / positions) < 4 * p.threads) positions /= 2;
   return {positions, 0};
 }
+
+// About 64 rows per task: q, the sums and the scores of 64 rows at D = 128
+// are ~72 KiB, resident in L2 next to a 32-key block of K and V in L1.
+AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info&) { return row_blocks(p, 64); }
+
+// AMX: 128 rows per task, so each block of K and V packed into tiles serves
+// four 32-row groups; their state (bf16 q, f32 sums) is ~100 KiB at D = 128.
+AttentionTiling amx_flash_tiling(const AttentionProblem& p, const hw::Info&) { return row_blocks(p, 128); }
 
 AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
   // Enough pieces for 4 tasks per thread (dynamic scheduling evens them
@@ -36,9 +43,18 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
   return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys};
 }
 
+// AMX tiles take 32 bf16 along D; f32 inputs stay on the f32 rows (no rounding to bf16).
+bool amx_bf16(const AttentionProblem& p) {
+  return p.q == DType::bf16 && p.kv == DType::bf16 && (p.o == DType::f32 || p.o == DType::bf16) && p.head_dim % 32 == 0 &&
+         p.head_dim <= 256;
+}
+
 // Many rows with decode's few positions (e.g. MQA): the flash kernel, split like decode.
 AttentionTiling flash_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
   return decode_shape(p) ? decode_tiling(p, hw) : flash_tiling(p, hw);
+}
+AttentionTiling amx_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
+  return decode_shape(p) ? decode_tiling(p, hw) : amx_flash_tiling(p, hw);
 }
 
 }  // namespace
@@ -46,6 +62,7 @@ AttentionTiling flash_or_split_tiling(const AttentionProblem& p, const hw::Info&
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
       {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
+      {"flash_attention_bf16_amx", hw::Isa::amx, amx_bf16, amx_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},

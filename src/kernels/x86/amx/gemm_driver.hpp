@@ -21,22 +21,10 @@
 
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
+#include "kernels/x86/amx/tiles.hpp"
 #include "kernels/x86/avx512/epilogue.hpp"
 
 namespace tessera::kernels::amx {
-
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-// Eight 16-row x 64-byte tiles: every operand tile is full; edges are zero-padded in the packed buffers.
-static inline void configure_tiles() {
-  TileConfig cfg;
-  for (int i = 0; i < 8; ++i) cfg.colsb[i] = 64, cfg.rows[i] = 16;
-  _tile_loadconfig(&cfg);
-}
 
 // C[m0:m1, n0:n1] with K in slices of t.k_block (a multiple of kKStep),
 // sized so that a 32-row slice of A and one B panel step fit L1 together.
