@@ -19,6 +19,8 @@ Tolerance tolerance_for(DType dtype, std::int64_t reduction) {
   }
 }
 
+Tolerance tolerance_for_int8_kv_cache() { return {2e-2, 2e-2, 0.999}; }
+
 std::string Comparison::to_string() const {
   return fmt::format("n={} mismatches={} max_abs={:.3g} max_rel={:.3g} cosine={:.8f} nan(got/ref)={}/{} inf(got/ref)={}/{}{}",
                      count, mismatches, max_abs_error, max_rel_error, cosine, nan_got, nan_ref, inf_got, inf_ref,

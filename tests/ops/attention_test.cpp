@@ -49,16 +49,6 @@ Tolerance attention_tolerance(DType in, DType out, std::int64_t head_dim) {
   return tolerance_for(DType::f32, head_dim);
 }
 
-// int8 KV cache, against the reference on the f32 K/V that were appended
-// (|k|, |v| <= 1, |q| <= 2 in these tests). Symmetric per-token-and-head
-// int8 puts each stored element within half a step, max|x| / 254 <= 0.004, of
-// its value. V errors move o by at most that (o is a convex combination of V
-// rows). K errors move a logit by scale · Σ_d q_d e_d: random signs, std about
-// 0.003, worst case ~0.01, so each softmax weight moves by that relative
-// amount and o by at most about twice that (|v - o| <= 2). Worst case ~1.5e-2
-// of the output scale (max|v| = 1), typical ~1e-3: atol = rtol = 2e-2. The
-// errors are ~0.5 % of |o| in norm, so the cosine stays above 0.999.
-constexpr Tolerance kInt8CacheTolerance{.atol = 2e-2, .rtol = 2e-2, .min_cosine = 0.999};
 
 // ------------------------------------------------------------- fp64 reference
 
@@ -901,7 +891,7 @@ class PagedAttentionTest : public IsaTest {
     ASSERT_TRUE(s.ok()) << s.to_string();
 
     const auto [o_ref, lse_ref] = paged_reference(q, row_seqs, attrs);
-    const Tolerance tol = cache_dt == DType::i8 ? kInt8CacheTolerance
+    const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache()
                                                 : attention_tolerance(cache_dt == DType::bf16 ? DType::bf16 : q_dt, q_dt, d);
     EXPECT_TRUE(close(o, o_ref, tol)) << "o";
     EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse";

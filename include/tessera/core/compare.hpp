@@ -28,6 +28,15 @@ struct Tolerance {
 // rounds the activations to int8 the same way.
 Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);
 
+// Attention is held to tolerance_for(f32, head_dim) — the dot product behind
+// each logit is the longest sum; P·V is a convex combination of V rows and
+// adds no growth — or to tolerance_for(bf16) when q, k, v or o are bf16.
+// Reading an int8 KV cache (symmetric, one scale per token and head) puts
+// each stored value within max|x| / 254 of the original; for |k|, |v| <= 1
+// and |q| <= 2 that moves o by ~1e-3 typically and ~1.5e-2 at worst, against
+// the reference on the original f32 K and V: atol = rtol = 2e-2, cosine 0.999.
+Tolerance tolerance_for_int8_kv_cache();
+
 struct Comparison {
   std::int64_t count = 0;           // elements compared
   std::int64_t mismatches = 0;      // elements outside atol + rtol * |ref|, or NaN/Inf disagreeing
