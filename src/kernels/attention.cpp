@@ -17,21 +17,29 @@ bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.spli
 // The decode kernel re-reads each key block from L1 once per row: up to 16 rows.
 bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
 
-// Blocks of about `rows` query rows per task, smaller when that leaves fewer
-// than 4 tasks per thread.
-AttentionTiling row_blocks(const AttentionProblem& p, std::int64_t rows) {
+// Blocks of query rows per task: as many as keep their state (`row_bytes`
+// each: q, the f32 sums, a row of scores) within a quarter of L2, a power of
+// two from 16 up to `max_rows`; smaller when that leaves fewer than 4 tasks
+// per thread.
+AttentionTiling row_blocks(const AttentionProblem& p, const hw::Info& hw, std::int64_t row_bytes, std::int64_t max_rows) {
+  std::int64_t rows = 16;
+  while (rows < max_rows && 2 * rows * row_bytes <= hw.l2_bytes / 4) rows *= 2;
   std::int64_t positions = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, p.group));
   while (positions > 1 && p.units * ((p.positions + positions - 1) / positions) < 4 * p.threads) positions /= 2;
   return {positions, 0};
 }
 
-// About 64 rows per task: q, the sums and the scores of 64 rows at D = 128
-// are ~72 KiB, resident in L2 next to a 32-key block of K and V in L1.
-AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info&) { return row_blocks(p, 64); }
+// Up to 64 rows: with a block of K and V in L1 and the rows' state in L2, 64
+// rows amortize the block's transposes; more would add little.
+AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
+  return row_blocks(p, hw, 8 * p.head_dim + 4 * 32, 64);
+}
 
-// AMX: 128 rows per task, so each block of K and V packed into tiles serves
-// four 32-row groups; their state (bf16 q, f32 sums) is ~100 KiB at D = 128.
-AttentionTiling amx_flash_tiling(const AttentionProblem& p, const hw::Info&) { return row_blocks(p, 128); }
+// AMX: up to 128 rows, so each block of K and V packed into tiles serves four
+// 32-row groups (bf16 q and f32 sums per row).
+AttentionTiling amx_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
+  return row_blocks(p, hw, 6 * p.head_dim + 6 * 64, 128);
+}
 
 AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
   // Enough pieces for 4 tasks per thread (dynamic scheduling evens them

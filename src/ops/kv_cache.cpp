@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/element.hpp"
 
@@ -99,22 +100,31 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
     for (std::int64_t h = 0; h < c.kv_heads; ++h) {
       const std::int64_t slot = (block * c.kv_heads + h) * bs + pos % bs;
       for (const auto& [src, dst, scales] : {std::tuple{&k, &k_, &k_scales_}, std::tuple{&v, &v_, &v_scales_}}) {
-        const std::int64_t at = t * src->strides()[0] + h * src->strides()[1];
+        const std::int64_t at = t * src->strides()[0] + h * src->strides()[1], step = src->strides()[2];
+        if (src->dtype() == c.dtype && (step == 1 || dim == 1)) {  // a plain copy of the row
+          const std::int64_t bytes = dim * bytes_of(c.dtype);
+          std::memcpy(static_cast<char*>(dst->data()) + slot * bytes, static_cast<const char*>(src->data()) + at * bytes_of(c.dtype), std::size_t(bytes));
+          continue;
+        }
         float amax = 0.0f;
         for (std::int64_t d = 0; d < dim; ++d) {
-          row[std::size_t(d)] = load(src->data(), src->dtype(), at + d * src->strides()[2]);
+          row[std::size_t(d)] = load(src->data(), src->dtype(), at + d * step);
           amax = std::max(amax, std::fabs(row[std::size_t(d)]));
         }
         if (c.dtype != DType::i8) {
           for (std::int64_t d = 0; d < dim; ++d) store(dst->data(), c.dtype, slot * dim + d, row[std::size_t(d)]);
           continue;
         }
-        // Symmetric int8, one scale per token and head; nearbyint rounds to nearest even.
+        // Symmetric int8, one scale per token and head. x / scale is clamped to
+        // [-127, 127] first, then rounded to nearest even by adding and
+        // subtracting 1.5 * 2^23 (exact for |x| < 2^22, default rounding mode).
         const float scale = amax / 127.0f;
         (*scales)[std::size_t(slot)] = scale;
         auto* q = static_cast<std::int8_t*>(dst->data()) + slot * dim;
-        for (std::int64_t d = 0; d < dim; ++d)
-          q[d] = scale > 0.0f ? std::int8_t(std::clamp(std::nearbyint(row[std::size_t(d)] / scale), -127.0f, 127.0f)) : 0;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const float x = scale > 0.0f ? std::clamp(row[std::size_t(d)] / scale, -127.0f, 127.0f) : 0.0f;
+          q[d] = std::int8_t((x + 0x1.8p23f) - 0x1.8p23f);
+        }
       }
     }
   }

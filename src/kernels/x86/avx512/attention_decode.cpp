@@ -40,22 +40,16 @@ struct RowView {
   const void* mask;    // at key 0, or nullptr
 };
 
-// Rows r0 .. r0 + R - 1 against one block of n <= 16 keys from tb: q · k for
-// four keys at a time (one FMA chain per row and key, the key vector loaded
-// once for the R rows), the 16 scores of a row summed into one vector, the
-// online softmax, then o = alpha o + p V with o in registers. R = 2 halves the
-// loads per FMA and doubles the independent chains.
+constexpr std::int64_t kMaxRows = 16;
+
+// Scores of rows [0, R) (q [R][16 NV]) for the 16 keys of a block: q · k for
+// four keys at a time, one FMA chain per row and key, each key vector loaded
+// once for the R rows; a row's 16 sums become one vector by the shuffle tree.
 template <int NV, int R>
-static void attend_rows(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
-                        const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n) {
-  constexpr std::int64_t dim = 16 * NV;
-  std::int64_t valid[R];
-  bool any = false;
-  for (int i = 0; i < R; ++i) any |= (valid[i] = std::clamp<std::int64_t>(view[i].limit - tb, 0, n)) > 0;
-  if (!any) return;
+static void score_rows(const float* q, const float* const* krow, float* s) {
   __m512 qv[R][NV];
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) qv[i][v] = _mm512_loadu_ps(q + i * dim + 16 * v);
+    for (int v = 0; v < NV; ++v) qv[i][v] = _mm512_loadu_ps(q + i * 16 * NV + 16 * v);
   __m512 part[4][R];
   for (int g = 0; g < 4; ++g) {
     __m512 acc[R][4];
@@ -69,34 +63,22 @@ static void attend_rows(const AttentionArgs& a, const RowView* view, const float
       }
     for (int i = 0; i < R; ++i) part[g][i] = sum4_lanes(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
   }
-  alignas(64) float pt[R][kKeys];
-  float alpha[R];
-  for (int i = 0; i < R; ++i) {
-    alpha[i] = 1.0f;
-    _mm512_store_ps(pt[i], _mm512_setzero_ps());
-    if (valid[i] == 0) continue;  // the row sees none of these keys
-    __m512 s = sum16(part[0][i], part[1][i], part[2][i], part[3][i]);
-    if (view[i].mask) s = _mm512_add_ps(s, load_mask16(a, advance(view[i].mask, a.mask_dtype, tb * a.mask_key_stride), valid[i]));
-    const __mmask16 visible = tail_mask(valid[i]);
-    s = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible, s);
-    const float m_new = std::max(m[i], _mm512_reduce_max_ps(s));
-    if (m_new == kNegInf) continue;  // nothing visible with a finite logit yet
-    const __m512 p = _mm512_maskz_mov_ps(visible, exp16(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
-    alpha[i] = m[i] == kNegInf ? 0.0f : std::exp(m[i] - m_new);
-    l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(p);
-    m[i] = m_new;
-    _mm512_store_ps(pt[i], p);
-  }
+  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * kKeys, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
+}
+
+// o[R][16 NV] = alpha o + p[R][0 : keys] V, o in registers, each V vector
+// loaded once for the R rows. Keys past a row's visible count have p = 0.
+template <int NV, int R>
+static void pv_rows(const float* p, const float* alpha, float* o, const float* const* vrow, std::int64_t keys) {
+  constexpr std::int64_t dim = 16 * NV;
   __m512 acc[R][NV];
   for (int i = 0; i < R; ++i) {
     const __m512 av = _mm512_set1_ps(alpha[i]);
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(av, _mm512_loadu_ps(o + i * dim + 16 * v));
   }
-  // Keys past a row's valid count have p = 0 and point at real or zero rows.
-  const std::int64_t keys = R == 1 ? valid[0] : std::max(valid[0], valid[R - 1]);
   for (std::int64_t t = 0; t < keys; ++t) {
     __m512 b[R];
-    for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(pt[i][t]);
+    for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(p[i * kKeys + t]);
     for (int v = 0; v < NV; ++v) {
       __m512 x = _mm512_loadu_ps(vrow[t] + 16 * v);
       if (R > 1) keep_in_register(x);
@@ -107,16 +89,51 @@ static void attend_rows(const AttentionArgs& a, const RowView* view, const float
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + 16 * v, acc[i][v]);
 }
 
-// Pairs of rows while q for two fits in registers (D <= 128), then single rows.
+// One block of n <= 16 keys from tb for every row, in three passes — scores,
+// softmax, P V — so that each pass is a run of independent rows the core can
+// overlap, instead of one long dependent chain per row. Rows go in pairs
+// while q for two fits in registers (D <= 128).
 template <int NV>
 static void attend_block(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
                          const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n) {
   constexpr std::int64_t dim = 16 * NV;
+  constexpr int kPair = NV <= 8 ? 2 : 1;
+  const std::int64_t rows = a.rows;
+  std::int64_t valid[kMaxRows];
+  alignas(64) float s[kMaxRows * kKeys];
+  alignas(64) float p[kMaxRows * kKeys];
+  float alpha[kMaxRows];
+  for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
+
   std::int64_t r = 0;
-  if constexpr (NV <= 8)
-    for (; r + 2 <= a.rows; r += 2)
-      attend_rows<NV, 2>(a, view + r, q + r * dim, o + r * dim, m + r, l + r, krow, vrow, tb, n);
-  for (; r < a.rows; ++r) attend_rows<NV, 1>(a, view + r, q + r * dim, o + r * dim, m + r, l + r, krow, vrow, tb, n);
+  for (; r + kPair <= rows; r += kPair)
+    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair>(q + r * dim, krow, s + r * kKeys);
+  for (; r < rows; ++r)
+    if (valid[r] > 0) score_rows<NV, 1>(q + r * dim, krow, s + r * kKeys);
+
+  for (r = 0; r < rows; ++r) {
+    alpha[r] = 1.0f;
+    _mm512_store_ps(p + r * kKeys, _mm512_setzero_ps());
+    if (valid[r] == 0) continue;  // the row sees none of these keys
+    __m512 x = _mm512_load_ps(s + r * kKeys);
+    if (view[r].mask) x = _mm512_add_ps(x, load_mask16(a, advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride), valid[r]));
+    const __mmask16 visible = tail_mask(valid[r]);
+    x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible, x);
+    const float m_new = std::max(m[r], _mm512_reduce_max_ps(x));
+    if (m_new == kNegInf) continue;  // nothing visible with a finite logit yet
+    const __m512 pr = _mm512_maskz_mov_ps(visible, exp16(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
+    alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
+    l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(pr);
+    m[r] = m_new;
+    _mm512_store_ps(p + r * kKeys, pr);
+  }
+
+  for (r = 0; r + kPair <= rows; r += kPair) {
+    const std::int64_t keys = std::max(valid[r], valid[r + kPair - 1]);
+    if (keys > 0) pv_rows<NV, kPair>(p + r * kKeys, alpha + r, o + r * dim, vrow, keys);
+  }
+  for (; r < rows; ++r)
+    if (valid[r] > 0) pv_rows<NV, 1>(p + r * kKeys, alpha + r, o + r * dim, vrow, valid[r]);
 }
 
 template <int NV>
@@ -135,7 +152,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   float* zero = vb + kKeys * dim;
   std::fill(zero, zero + dim, 0.0f);
   const __m512 scale = _mm512_set1_ps(a.scale);
-  RowView view[16];
+  RowView view[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t pos = r / a.group;
     view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;

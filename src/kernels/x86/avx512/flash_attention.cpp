@@ -118,8 +118,8 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
 
   // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + kScoreRows) * (2 * dim + kKeys + 3)));
-  float* o = q + (rows + kScoreRows) * dim;  // q: whole slivers
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + kKeys + 3)));
+  float* o = q + (rows + 16) * dim;  // q: whole pairs of slivers
   float* s = o + rows * dim;
   float* m = s + rows * kKeys;
   float* l = m + rows;
@@ -128,18 +128,26 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   float* vb = kt + dim * kKeys;
 
   const __m512 scale = _mm512_set1_ps(a.scale);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const void* qr = advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride);
-    float* sliver = q + (r - r % kScoreRows) * dim + r % kScoreRows;
+  // q, scaled, into slivers: 16 rows x 16 features transposed in registers,
+  // the two halves of each transposed vector going to two 8-row slivers.
+  static_assert(kScoreRows == 8);
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
     for (std::int64_t d = 0; d < dim; d += 16) {
-      alignas(64) float x[16];
-      _mm512_store_ps(x, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
-      for (std::int64_t j = 0; j < 16; ++j) sliver[(d + j) * kScoreRows] = x[j];
-      _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
+      __m512 x[16];
+      for (std::int64_t i = 0; i < 16; ++i) {
+        const std::int64_t r = r0 + i;
+        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride + d), a.q_dtype, 0xffff))
+                        : _mm512_setzero_ps();
+      }
+      transpose16x16(x);
+      for (std::int64_t j = 0; j < 16; ++j) {
+        _mm256_storeu_ps(q + r0 * dim + (d + j) * kScoreRows, _mm512_castps512_ps256(x[j]));
+        _mm256_storeu_ps(q + (r0 + 8) * dim + (d + j) * kScoreRows, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[j]), 1)));
+      }
     }
-    m[r] = kNegInf;
-    l[r] = 0.0f;
-  }
+  std::fill(o, o + rows * dim, 0.0f);
+  std::fill(m, m + rows, kNegInf);
+  std::fill(l, l + rows, 0.0f);
 
   const KvSource& kv = a.kv;
   const std::int64_t row_bytes = dim * bytes_of(kv.dtype);
