@@ -14,8 +14,13 @@ bool simd_supported(const AttentionProblem& p) {
 // Decode shape: few query positions, keys that may be split across cores.
 bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }
 
-// The decode kernel re-reads each key block from L1 once per row: up to 16 rows.
-bool decode_avx512(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
+// The decode kernel keeps q in registers: up to 16 rows, and the common head
+// dims (each is a separate instantiation); other shapes take the flash kernel.
+bool decode_avx512(const AttentionProblem& p) {
+  const std::int64_t d = p.head_dim;
+  return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16 &&
+         (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
+}
 
 // Blocks of query rows per task: as many as keep their state (`row_bytes`
 // each: q, the f32 sums, a row of scores) within a quarter of L2, a power of

@@ -42,6 +42,29 @@ struct RowView {
 
 constexpr std::int64_t kMaxRows = 16;
 
+// The lines of the block after next, prefetched a few at a time while this
+// block is converted and computed: a burst of prefetches would stall on the
+// fill buffers, and without them the hardware prefetcher, which starts afresh
+// on every page, leaves memory idle while the block is computed.
+struct Prefetcher {
+  const char* line[2 * kKeys * 16];  // K and V rows of up to 1 KiB
+  int count = 0, next = 0;
+  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n, std::int64_t row_bytes) {
+    count = next = 0;
+    const std::int64_t elt = bytes_of(kv.dtype);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const char* k = static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + i, kv.k_token_stride) * elt;
+      const char* v = static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + i, kv.v_token_stride) * elt;
+      for (std::int64_t b = 0; b < row_bytes; b += 64) line[count++] = k + b, line[count++] = v + b;
+    }
+  }
+  // Issues the next share: `of` shares make up the block.
+  void issue(int share, int of) {
+    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); next < end; ++next)
+      _mm_prefetch(line[next], _MM_HINT_T0);
+  }
+};
+
 // Scores of rows [0, R) (q [R][16 NV]) for the 16 keys of a block: q · k for
 // four keys at a time, one FMA chain per row and key, each key vector loaded
 // once for the R rows; a row's 16 sums become one vector by the shuffle tree.
@@ -95,7 +118,8 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
 // while q for two fits in registers (D <= 128).
 template <int NV>
 static void attend_block(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
-                         const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n) {
+                         const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n,
+                         Prefetcher& pf) {
   constexpr std::int64_t dim = 16 * NV;
   constexpr int kPair = NV <= 8 ? 2 : 1;
   const std::int64_t rows = a.rows;
@@ -105,9 +129,14 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   float alpha[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
 
+  // The prefetches go in shares: one before each pair of rows in the two passes over K and V.
+  const int shares = int(2 * ((rows + kPair - 1) / kPair));
+  int share = 0;
   std::int64_t r = 0;
-  for (; r + kPair <= rows; r += kPair)
+  for (; r + kPair <= rows; r += kPair) {
+    pf.issue(share++, shares);
     if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair>(q + r * dim, krow, s + r * kKeys);
+  }
   for (; r < rows; ++r)
     if (valid[r] > 0) score_rows<NV, 1>(q + r * dim, krow, s + r * kKeys);
 
@@ -129,6 +158,7 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   }
 
   for (r = 0; r + kPair <= rows; r += kPair) {
+    pf.issue(share++, shares);
     const std::int64_t keys = std::max(valid[r], valid[r + kPair - 1]);
     if (keys > 0) pv_rows<NV, kPair>(p + r * kKeys, alpha + r, o + r * dim, vrow, keys);
   }
@@ -136,9 +166,21 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     if (valid[r] > 0) pv_rows<NV, 1>(p + r * kKeys, alpha + r, o + r * dim, vrow, valid[r]);
 }
 
-template <int NV>
+// 16 features of a key or value row of storage type T as f32 (int8: times the token's scale).
+template <DType T>
+static inline __m512 load_row16(const void* row, std::int64_t d, float scale) {
+  if constexpr (T == DType::i8) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + d));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(row) + d));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <int NV, DType T>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  constexpr std::int64_t dim = 16 * NV;
+  constexpr std::int64_t dim = 16 * NV, row_bytes = dim * (T == DType::f32 ? 4 : T == DType::bf16 ? 2 : 1);
   const std::int64_t rows = a.rows, positions = (rows + a.group - 1) / a.group;
   const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
 
@@ -157,7 +199,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     const std::int64_t pos = r / a.group;
     view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
     view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
-    const void* qr = advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+    const void* qr = advance(a.q, a.q_dtype, pos * a.q_pos_stride + (r % a.group) * a.q_head_stride);
     for (std::int64_t d = 0; d < dim; d += 16) {
       _mm512_storeu_ps(q + r * dim + d, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
       _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
@@ -167,58 +209,58 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   }
 
   const KvSource& kv = a.kv;
-  const std::int64_t row_bytes = dim * bytes_of(kv.dtype);
   KvRows<kKeys> block;
+  Prefetcher pf;
   const float* krow[kKeys];
   const float* vrow[kKeys];
   for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
     const std::int64_t n = std::min(kKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
-    // Two blocks ahead: the block after next is in flight while this one computes.
-    const std::int64_t ahead = 2 * kKeys, next = std::min(kKeys, t_end - tb - ahead);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + ahead, next, row_bytes);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + ahead, next, row_bytes);
-    for (std::int64_t i = 0; i < kKeys; ++i) {
-      if (i >= n) {
-        krow[i] = vrow[i] = zero;
-      } else if (kv.dtype == DType::f32) {
+    pf.add_rows(kv, tb + 2 * kKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kKeys, 0, kKeys), row_bytes);
+    for (std::int64_t i = n; i < kKeys; ++i) krow[i] = vrow[i] = zero;
+    if constexpr (T == DType::f32) {
+      for (std::int64_t i = 0; i < n; ++i) {
         krow[i] = static_cast<const float*>(block.k[i]);
         vrow[i] = static_cast<const float*>(block.v[i]);
-      } else {
-        const float ks = kv.dtype == DType::i8 ? block.k_scale[i] : 1.0f, vs = kv.dtype == DType::i8 ? block.v_scale[i] : 1.0f;
+      }
+      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, pf);
+    } else {
+      // Converted once per block; the first half of the prefetches go out meanwhile.
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float ks = T == DType::i8 ? block.k_scale[i] : 1.0f, vs = T == DType::i8 ? block.v_scale[i] : 1.0f;
         for (int v = 0; v < NV; ++v) {
-          _mm512_storeu_ps(kb + i * dim + 16 * v, load_kv16(block.k[i], kv.dtype, 16 * v, ks));
-          _mm512_storeu_ps(vb + i * dim + 16 * v, load_kv16(block.v[i], kv.dtype, 16 * v, vs));
+          _mm512_storeu_ps(kb + i * dim + 16 * v, load_row16<T>(block.k[i], 16 * v, ks));
+          _mm512_storeu_ps(vb + i * dim + 16 * v, load_row16<T>(block.v[i], 16 * v, vs));
         }
         krow[i] = kb + i * dim;
         vrow[i] = vb + i * dim;
+        pf.issue(int(i), int(2 * kKeys));
       }
+      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, pf);
     }
-    attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n);
+    pf.issue(0, 1);  // whatever is left
   }
   finish_rows(a, out, o, m, l);
+}
+
+template <int NV>
+static void decode_dtype(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  switch (a.kv.dtype) {
+    case DType::bf16: return decode<NV, DType::bf16>(a, t0, t1, out);
+    case DType::i8: return decode<NV, DType::i8>(a, t0, t1, out);
+    default: return decode<NV, DType::f32>(a, t0, t1, out);
+  }
 }
 
 }  // namespace
 
 void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  switch (a.head_dim / 16) {
-    case 1: return decode<1>(a, t0, t1, out);
-    case 2: return decode<2>(a, t0, t1, out);
-    case 3: return decode<3>(a, t0, t1, out);
-    case 4: return decode<4>(a, t0, t1, out);
-    case 5: return decode<5>(a, t0, t1, out);
-    case 6: return decode<6>(a, t0, t1, out);
-    case 7: return decode<7>(a, t0, t1, out);
-    case 8: return decode<8>(a, t0, t1, out);
-    case 9: return decode<9>(a, t0, t1, out);
-    case 10: return decode<10>(a, t0, t1, out);
-    case 11: return decode<11>(a, t0, t1, out);
-    case 12: return decode<12>(a, t0, t1, out);
-    case 13: return decode<13>(a, t0, t1, out);
-    case 14: return decode<14>(a, t0, t1, out);
-    case 15: return decode<15>(a, t0, t1, out);
-    default: return decode<16>(a, t0, t1, out);
+  switch (a.head_dim) {  // the head dims the row admits (kernels/attention.cpp)
+    case 64: return decode_dtype<4>(a, t0, t1, out);
+    case 80: return decode_dtype<5>(a, t0, t1, out);
+    case 96: return decode_dtype<6>(a, t0, t1, out);
+    case 128: return decode_dtype<8>(a, t0, t1, out);
+    default: return decode_dtype<16>(a, t0, t1, out);
   }
 }
 
