@@ -27,7 +27,7 @@ void* at(void* p, DType t, std::int64_t elements) { return static_cast<char*>(p)
 struct Task {
   kernels::AttentionArgs args;
   kernels::AttentionOutput out;
-  std::int64_t t0, t1, cost;
+  std::int64_t t0, t1;
 };
 
 // A unit whose keys were split: its pieces (consecutive tasks) are merged by
@@ -57,13 +57,12 @@ void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector
     const std::int64_t rows = u.positions * a.group, dim = a.head_dim;
     Merge m{tasks.size(), 0, rows, dim, a.group, u.out};
     for (std::int64_t t0 = 0; t0 < u.kv_len; t0 += tiling.keys_per_split, ++m.pieces) {
-      Task t{a, {}, t0, std::min(u.kv_len, t0 + tiling.keys_per_split), 0};
+      Task t{a, {}, t0, std::min(u.kv_len, t0 + tiling.keys_per_split)};
       t.args.rows = rows;
       t.out.partial_o = workspace;
       t.out.partial_m = workspace + rows * dim;
       t.out.partial_l = t.out.partial_m + rows;
       workspace += piece_floats(rows, dim);
-      t.cost = rows * (t.t1 - t.t0);
       tasks.push_back(t);
     }
     merges.push_back(m);
@@ -71,19 +70,16 @@ void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector
   }
   const std::int64_t block = std::max<std::int64_t>(1, tiling.positions_per_unit);
   const std::int64_t blocks = (u.positions + block - 1) / block;
-  // Last blocks first: under a causal mask they see the most keys, and
-  // starting the longest tasks first evens out the end of the job.
+  // Last blocks first: under a causal mask they see the most keys (see execute()).
   for (std::int64_t b = blocks - 1; b >= 0; --b) {
     const std::int64_t p0 = b * block, p1 = std::min(u.positions, p0 + block);
-    Task t{a, u.out, 0, u.kv_len, 0};
+    Task t{a, u.out, 0, u.kv_len};
     t.args.rows = (p1 - p0) * a.group;
     t.args.q = at(a.q, a.q_dtype, p0 * a.q_pos_stride);
     if (a.mask) t.args.mask = at(a.mask, a.mask_dtype, p0 * a.mask_pos_stride);
     t.args.causal_offset = a.causal_offset + p0;
     t.out.o = at(u.out.o, u.out.o_dtype, p0 * u.out.o_pos_stride);
     if (u.out.lse) t.out.lse = u.out.lse + p0 * u.out.lse_pos_stride;
-    const std::int64_t keys = a.causal ? std::clamp<std::int64_t>(p1 + a.causal_offset, 0, u.kv_len) : u.kv_len;
-    t.cost = t.args.rows * keys;
     tasks.push_back(t);
   }
 }
@@ -116,9 +112,9 @@ void merge(const Task* pieces, const Merge& m) {
 }
 
 void execute(ThreadPool& pool, const Row& row, std::vector<Task>& tasks, const std::vector<Merge>& merges) {
-  // Merged pieces stay consecutive: order only the unsplit tasks by cost.
-  if (merges.empty())
-    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& x, const Task& y) { return x.cost > y.cost; });
+  // Tasks stay in unit order, heaviest block first within a unit (add_unit):
+  // consecutive tasks share a kv head, whose K and V stay in cache, and the
+  // job still ends on light tasks, which evens out the cores.
   pool.parallel_for(std::int64_t(tasks.size()), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) row.run(tasks[std::size_t(i)].args, tasks[std::size_t(i)].t0, tasks[std::size_t(i)].t1, tasks[std::size_t(i)].out);
   });
