@@ -119,7 +119,7 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
 template <int NV>
 static void attend_block(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
                          const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n,
-                         Prefetcher& pf) {
+                         const float* k_scale, const float* v_scale, Prefetcher& pf) {
   constexpr std::int64_t dim = 16 * NV;
   constexpr int kPair = NV <= 8 ? 2 : 1;
   const std::int64_t rows = a.rows;
@@ -145,6 +145,7 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     _mm512_store_ps(p + r * kKeys, _mm512_setzero_ps());
     if (valid[r] == 0) continue;  // the row sees none of these keys
     __m512 x = _mm512_load_ps(s + r * kKeys);
+    if (k_scale) x = _mm512_mul_ps(x, _mm512_load_ps(k_scale));
     if (view[r].mask) x = _mm512_add_ps(x, load_mask16(a, advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride), valid[r]));
     const __mmask16 visible = tail_mask(valid[r]);
     x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible, x);
@@ -154,7 +155,7 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
     l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(pr);
     m[r] = m_new;
-    _mm512_store_ps(p + r * kKeys, pr);
+    _mm512_store_ps(p + r * kKeys, v_scale ? _mm512_mul_ps(pr, _mm512_load_ps(v_scale)) : pr);
   }
 
   for (r = 0; r + kPair <= rows; r += kPair) {
@@ -166,12 +167,13 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     if (valid[r] > 0) pv_rows<NV, 1>(p + r * kKeys, alpha + r, o + r * dim, vrow, valid[r]);
 }
 
-// 16 features of a key or value row of storage type T as f32 (int8: times the token's scale).
+// 16 features of a key or value row of storage type T as f32 (int8: unscaled;
+// the scales apply to whole scores and probabilities, once per key).
 template <DType T>
-static inline __m512 load_row16(const void* row, std::int64_t d, float scale) {
+static inline __m512 load_row16(const void* row, std::int64_t d) {
   if constexpr (T == DType::i8) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + d));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
   } else {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const std::uint16_t*>(row) + d));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -223,20 +225,21 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
         krow[i] = static_cast<const float*>(block.k[i]);
         vrow[i] = static_cast<const float*>(block.v[i]);
       }
-      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, pf);
+      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, nullptr, nullptr, pf);
     } else {
       // Converted once per block; the first half of the prefetches go out meanwhile.
       for (std::int64_t i = 0; i < n; ++i) {
-        const float ks = T == DType::i8 ? block.k_scale[i] : 1.0f, vs = T == DType::i8 ? block.v_scale[i] : 1.0f;
         for (int v = 0; v < NV; ++v) {
-          _mm512_storeu_ps(kb + i * dim + 16 * v, load_row16<T>(block.k[i], 16 * v, ks));
-          _mm512_storeu_ps(vb + i * dim + 16 * v, load_row16<T>(block.v[i], 16 * v, vs));
+          _mm512_storeu_ps(kb + i * dim + 16 * v, load_row16<T>(block.k[i], 16 * v));
+          _mm512_storeu_ps(vb + i * dim + 16 * v, load_row16<T>(block.v[i], 16 * v));
         }
         krow[i] = kb + i * dim;
         vrow[i] = vb + i * dim;
         pf.issue(int(i), int(2 * kKeys));
       }
-      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, pf);
+      alignas(64) float ks[kKeys] = {}, vs[kKeys] = {};
+      if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);
+      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, T == DType::i8 ? ks : nullptr, T == DType::i8 ? vs : nullptr, pf);
     }
     pf.issue(0, 1);  // whatever is left
   }
