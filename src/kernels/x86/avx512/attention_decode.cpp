@@ -1,16 +1,19 @@
 // Decode attention on AVX-512: a few query rows (positions × the query heads
 // of one kv head, at most 16) against a long run of keys, where the kernel
-// must keep up with memory. Per block of 16 keys and for each row:
-//   - q stays in registers; each score is a dot product with the key row
-//     (two FMA chains per key, four keys at a time), and the 16 partial
-//     vectors are summed into one vector of 16 scores by a shuffle tree —
-//     far fewer shuffles than transposing K, which the flash kernel
-//     amortizes over many rows and this one cannot;
-//   - online softmax on that vector, then O_row = alpha · O_row + Σ p_t V_t
-//     with O_row in registers.
-// The block's K and V rows are read from memory once (by the first row) and
-// from L1 after; bf16 / int8 rows are converted to f32 once per block. The
-// next block is prefetched while this one is computed.
+// must keep up with memory. Per block of 16 keys, in three passes over the
+// rows (each a run of independent work the core can overlap):
+//   1. scores: q stays in registers; each score is a dot product with a key
+//      row (one FMA chain per row and key, four keys and two rows at a time,
+//      each key vector loaded once for both rows), and a row's 16 partial
+//      vectors are summed into one vector of 16 scores by a shuffle tree —
+//      far fewer shuffles than transposing K, which the flash kernel
+//      amortizes over many rows and this one cannot;
+//   2. online softmax on that vector (int8: times the keys' scales first);
+//   3. O_row = alpha · O_row + Σ p_t V_t with O_row in registers (int8: p
+//      times the values' scales).
+// The block's K and V rows come from memory once and from L1 after; bf16 /
+// int8 rows are converted to f32 once per block. The block after next is
+// prefetched in shares between the passes.
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
