@@ -1,6 +1,8 @@
 // `tessera demo`: one Llama-style decoder layer (hidden 2048, 16 heads of
-// 128, SwiGLU 5632, f32) over a prefill of 128 tokens, planned once through
-// the op API and run a few times; prints where the time goes, op by op.
+// 128, SwiGLU 5632, f32) over a prefill of 128 tokens, then decode steps of
+// one token each against the paged KV cache the prefill filled. Planned once
+// through the op API and run several times; prints where the time goes, op
+// by op, for both phases.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@ struct DemoOptions {
   int iters = 5;
   int threads = 0;
   std::string weights = "f32";  // how the projection weights are packed: f32, bf16, int8 (W8A8), int4
+  int decode_steps = 16;
 };
 
 constexpr std::int64_t kHidden = 2048, kHeads = 16, kHeadDim = 128, kFfn = 5632, kVocab = 4096;
@@ -72,100 +75,32 @@ Tensor weight(Shape shape, std::uint64_t seed, float scale) {
   return t;
 }
 
-void run_demo(const DemoOptions& opt) {
-  Context ctx({.threads = opt.threads});
-  Stream stream(ctx);
-  const std::int64_t T = opt.tokens;
-  const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
+using Clock = std::chrono::steady_clock;
 
-  // Weights.
-  Tensor embed = weight({kVocab, kHidden}, 1, 1.0f), g_attn = weight({kHidden}, 2, 1.0f), g_ffn = weight({kHidden}, 3, 1.0f);
-  Tensor wq = weight({kHidden, kHidden}, 4, w_in), wk = weight({kHidden, kHidden}, 5, w_in);
-  Tensor wv = weight({kHidden, kHidden}, 6, w_in), wo = weight({kHidden, kHidden}, 7, w_in);
-  Tensor w_gate = weight({kHidden, kFfn}, 8, w_in), w_up = weight({kHidden, kFfn}, 9, w_in);
-  Tensor w_down = weight({kFfn, kHidden}, 10, w_ffn);
-  auto [cos, sin] = [&] {
-    auto r = ops::rope_cache(T, kHeadDim);
-    if (!r.ok()) throw std::runtime_error(r.status().to_string());
-    return std::move(r).value();
-  }();
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
-  // Activations.
-  Tensor ids = must(Tensor::empty(DType::i32, {T}));
-  for (std::int64_t i = 0; i < T; ++i) ids.data_as<std::int32_t>()[i] = std::int32_t((i * 7919) % kVocab);
-  Tensor pos = must(Tensor::empty(DType::i32, {1, T}));
-  for (std::int64_t i = 0; i < T; ++i) pos.data_as<std::int32_t>()[i] = std::int32_t(i);
-  auto act = [&](Shape s) { return must(Tensor::empty(DType::f32, s)); };
-  Tensor x = act({T, kHidden}), h = act({T, kHidden}), q = act({T, kHidden}), k = act({T, kHidden}), v = act({T, kHidden});
-  Tensor attn = act({T, kHidden});
-  Tensor x2 = act({T, kHidden}), h2 = act({T, kHidden}), gate = act({T, kFfn}), up = act({T, kFfn});
-  Tensor y = act({T, kHidden});
+double mean_abs(const Tensor& t) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) sum += std::abs(t.data_as<float>()[i]);
+  return sum / double(t.numel());
+}
 
-  // Views: [T, H*D] as [1, T, H, D] for rope and attention.
-  auto as_bshd = [&](const Tensor& t) { return must(t.reshape({1, T, kHeads, kHeadDim})); };
-
-  std::vector<Step> steps;
-  auto plan_and_add = [&](std::string name, Result<ops::PlanPtr> plan, std::vector<Tensor> in, std::vector<Tensor> out) {
-    steps.push_back(op_step(ctx, std::move(name), must(std::move(plan)), std::move(in), std::move(out)));
-  };
-  plan_and_add("embedding", ops::Embedding::plan(ctx, embed.desc(), ids.desc(), x.desc()), {embed, ids}, {x});
-  plan_and_add("attn_norm", ops::RmsNorm::plan(ctx, x.desc(), g_attn.desc(), h.desc(), {.eps = 1e-5f}), {x, g_attn}, {h});
-  // Projections: weights packed (or quantized) once, residual adds and the
-  // gate's SiLU fused into the GEMM epilogues.
-  auto pack = [&](const Tensor& w) -> ops::WeightsPtr {
-    if (opt.weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
-    if (opt.weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
-    if (opt.weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
-    return must(ops::pack_weights(w, DType::f32));
-  };
-  const ops::LinearOptions linear{.quantize_activations = opt.weights == "int8"};
-  auto proj_step = [&](std::string name, const Tensor& a, const Tensor& w, const Tensor& c, ops::Epilogue e = {},
-                       std::vector<Tensor> extra = {}) {
-    std::vector<Tensor> in{a};
-    in.insert(in.end(), extra.begin(), extra.end());
-    plan_and_add(std::move(name), ops::Linear::plan(ctx, a.desc(), pack(w), c.desc(), e, linear), std::move(in), {c});
-  };
-  proj_step("q_proj", h, wq, q);
-  proj_step("k_proj", h, wk, k);
-  proj_step("v_proj", h, wv, v);
-  for (auto [name, t] : {std::pair{"rope_q", q}, std::pair{"rope_k", k}}) {
-    const Tensor view = as_bshd(t);
-    plan_and_add(name, ops::Rope::plan(ctx, view.desc(), pos.desc(), cos.desc(), sin.desc(), view.desc()),
-                 {view, pos, cos, sin}, {view});
+// Runs every step in order, recording each step's time; returns the whole pass's time in ms.
+double run_steps(std::vector<Step>& steps, Stream& stream, bool record) {
+  const auto t0 = Clock::now();
+  for (Step& s : steps) {
+    const auto s0 = Clock::now();
+    Status st = s.run(stream);
+    if (!st.ok()) throw std::runtime_error(s.name + ": " + st.to_string());
+    if (record) s.ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s0).count());
   }
-  // Flash attention: QKᵀ, causal softmax and PV in one kernel; the T x T scores never reach memory.
-  const Tensor q4 = as_bshd(q), k4 = as_bshd(k), v4 = as_bshd(v), attn4 = as_bshd(attn);
-  plan_and_add("attention", ops::Attention::plan(ctx, q4.desc(), k4.desc(), v4.desc(), attn4.desc(), {.causal = true}),
-               {q4, k4, v4}, {attn4});
-  proj_step("o_proj+residual", attn, wo, x2, {.residual = x.desc()}, {x});
-  plan_and_add("ffn_norm", ops::RmsNorm::plan(ctx, x2.desc(), g_ffn.desc(), h2.desc(), {.eps = 1e-5f}), {x2, g_ffn}, {h2});
-  proj_step("gate_proj+silu", h2, w_gate, gate, {.activation = ops::Activation::silu});
-  proj_step("up_proj", h2, w_up, up);
-  plan_and_add("gate_mul_up", ops::Binary::plan(ctx, ops::BinaryOp::mul, gate.desc(), up.desc(), gate.desc()), {gate, up}, {gate});
-  proj_step("down_proj+residual", gate, w_down, y, {.residual = x2.desc()}, {x2});
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> totals;
-  for (int it = -1; it < opt.iters; ++it) {  // iteration -1 warms caches and pages
-    const auto t0 = Clock::now();
-    for (Step& s : steps) {
-      const auto s0 = Clock::now();
-      Status st = s.run(stream);
-      if (!st.ok()) throw std::runtime_error(s.name + ": " + st.to_string());
-      if (it >= 0) s.ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s0).count());
-    }
-    if (it >= 0) totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-
-  double checksum = 0;
-  for (std::int64_t i = 0; i < y.numel(); ++i) checksum += std::abs(y.data_as<float>()[i]);
-  fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32 activations, {} weights, prefill {} tokens\n",
-             kHidden, kHeads, kHeadDim, kFfn, opt.weights, T);
-  fmt::print("isa {}, {} threads, median of {} runs\n\n", hw::to_string(ctx.isa()), ctx.pool().threads(), opt.iters);
+void print_table(const std::vector<Step>& steps, const std::vector<double>& totals, std::string_view total_name) {
   fmt::print("{:<20} {:<24} {:<18} {:>9} {:>7} {:>9} {:>8}\n", "op", "kernel", "output", "ms", "time%", "GFLOP/s", "GB/s");
   double sum = 0;
   for (const Step& s : steps) sum += median(s.ms);
@@ -175,19 +110,133 @@ void run_demo(const DemoOptions& opt) {
                s.flops ? fmt::format("{:.1f}", s.flops / ms / 1e6) : std::string("-"), s.bytes / ms / 1e6);
   }
   fmt::print("{:<20} {:<24} {:<18} {:>9.3f}\n", "total (ops)", "", "", sum);
-  fmt::print("{:<20} {:<24} {:<18} {:>9.3f}\n", "total (layer)", "", "", median(totals));
-  fmt::print("\nmean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
-             checksum / double(y.numel()), opt.weights == "f32" ? "" : ", and to the weights' quantization");
+  fmt::print("{:<20} {:<24} {:<18} {:>9.3f}\n", total_name, "", "", median(totals));
+}
+
+void run_demo(const DemoOptions& opt) {
+  Context ctx({.threads = opt.threads});
+  Stream stream(ctx);
+  const std::int64_t T = opt.tokens, max_len = T + opt.decode_steps;
+  const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
+
+  // Weights; the projections packed (or quantized) once and shared by the prefill and decode plans.
+  Tensor embed = weight({kVocab, kHidden}, 1, 1.0f), g_attn = weight({kHidden}, 2, 1.0f), g_ffn = weight({kHidden}, 3, 1.0f);
+  auto pack = [&](const Tensor& w) -> ops::WeightsPtr {
+    if (opt.weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
+    if (opt.weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
+    if (opt.weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
+    return must(ops::pack_weights(w, DType::f32));
+  };
+  const ops::WeightsPtr wq = pack(weight({kHidden, kHidden}, 4, w_in)), wk = pack(weight({kHidden, kHidden}, 5, w_in));
+  const ops::WeightsPtr wv = pack(weight({kHidden, kHidden}, 6, w_in)), wo = pack(weight({kHidden, kHidden}, 7, w_in));
+  const ops::WeightsPtr w_gate = pack(weight({kHidden, kFfn}, 8, w_in)), w_up = pack(weight({kHidden, kFfn}, 9, w_in));
+  const ops::WeightsPtr w_down = pack(weight({kFfn, kHidden}, 10, w_ffn));
+  auto [cos, sin] = [&] {
+    auto r = ops::rope_cache(max_len, kHeadDim);
+    if (!r.ok()) throw std::runtime_error(r.status().to_string());
+    return std::move(r).value();
+  }();
+  const ops::LinearOptions linear{.quantize_activations = opt.weights == "int8"};
+
+  // One decoder layer over n tokens whose ids and positions are the given
+  // tensors; `attention(q, k, v, o, add)` adds the attention step(s) on
+  // [1, n, H, D] views. Returns the steps and the layer's output.
+  auto build = [&](std::int64_t n, const Tensor& ids, const Tensor& pos, auto&& attention) {
+    std::vector<Step> steps;
+    auto add = [&](std::string name, Result<ops::PlanPtr> plan, std::vector<Tensor> in, std::vector<Tensor> out) {
+      steps.push_back(op_step(ctx, std::move(name), must(std::move(plan)), std::move(in), std::move(out)));
+    };
+    auto act = [&](Shape s) { return must(Tensor::empty(DType::f32, s)); };
+    Tensor x = act({n, kHidden}), h = act({n, kHidden}), q = act({n, kHidden}), k = act({n, kHidden}), v = act({n, kHidden});
+    Tensor attn = act({n, kHidden}), x2 = act({n, kHidden}), h2 = act({n, kHidden});
+    Tensor gate = act({n, kFfn}), up = act({n, kFfn}), y = act({n, kHidden});
+    auto as_bshd = [&](const Tensor& t) { return must(t.reshape({1, n, kHeads, kHeadDim})); };
+    // Projections: residual adds and the gate's SiLU fused into the GEMM epilogues.
+    auto proj = [&](std::string name, const Tensor& a, const ops::WeightsPtr& w, const Tensor& c, ops::Epilogue e = {},
+                    std::vector<Tensor> extra = {}) {
+      std::vector<Tensor> in{a};
+      in.insert(in.end(), extra.begin(), extra.end());
+      add(std::move(name), ops::Linear::plan(ctx, a.desc(), w, c.desc(), e, linear), std::move(in), {c});
+    };
+    add("embedding", ops::Embedding::plan(ctx, embed.desc(), ids.desc(), x.desc()), {embed, ids}, {x});
+    add("attn_norm", ops::RmsNorm::plan(ctx, x.desc(), g_attn.desc(), h.desc(), {.eps = 1e-5f}), {x, g_attn}, {h});
+    proj("q_proj", h, wq, q);
+    proj("k_proj", h, wk, k);
+    proj("v_proj", h, wv, v);
+    for (auto [name, t] : {std::pair{"rope_q", q}, std::pair{"rope_k", k}}) {
+      const Tensor view = as_bshd(t);
+      add(name, ops::Rope::plan(ctx, view.desc(), pos.desc(), cos.desc(), sin.desc(), view.desc()), {view, pos, cos, sin}, {view});
+    }
+    attention(as_bshd(q), as_bshd(k), as_bshd(v), as_bshd(attn), steps, add);
+    proj("o_proj+residual", attn, wo, x2, {.residual = x.desc()}, {x});
+    add("ffn_norm", ops::RmsNorm::plan(ctx, x2.desc(), g_ffn.desc(), h2.desc(), {.eps = 1e-5f}), {x2, g_ffn}, {h2});
+    proj("gate_proj+silu", h2, w_gate, gate, {.activation = ops::Activation::silu});
+    proj("up_proj", h2, w_up, up);
+    add("gate_mul_up", ops::Binary::plan(ctx, ops::BinaryOp::mul, gate.desc(), up.desc(), gate.desc()), {gate, up}, {gate});
+    proj("down_proj+residual", gate, w_down, y, {.residual = x2.desc()}, {x2});
+    return std::pair{std::move(steps), y};
+  };
+
+  // Prefill: flash attention (QKᵀ, causal softmax and PV in one kernel; the T x T scores never reach memory).
+  Tensor ids = must(Tensor::empty(DType::i32, {T}));
+  for (std::int64_t i = 0; i < T; ++i) ids.data_as<std::int32_t>()[i] = std::int32_t((i * 7919) % kVocab);
+  Tensor pos = must(Tensor::empty(DType::i32, {1, T}));
+  for (std::int64_t i = 0; i < T; ++i) pos.data_as<std::int32_t>()[i] = std::int32_t(i);
+  Tensor k_prefill, v_prefill;
+  auto [prefill, y] = build(T, ids, pos, [&](Tensor q4, Tensor k4, Tensor v4, Tensor o4, std::vector<Step>&, auto&& add) {
+    k_prefill = k4, v_prefill = v4;
+    add("attention", ops::Attention::plan(ctx, q4.desc(), k4.desc(), v4.desc(), o4.desc(), {.causal = true}), {q4, k4, v4}, {o4});
+  });
+  std::vector<double> totals;
+  for (int it = -1; it < opt.iters; ++it) {  // iteration -1 warms caches and pages
+    const double ms = run_steps(prefill, stream, it >= 0);
+    if (it >= 0) totals.push_back(ms);
+  }
+  fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32 activations, {} weights\n", kHidden,
+             kHeads, kHeadDim, kFfn, opt.weights);
+  fmt::print("isa {}, {} threads\n\nprefill of {} tokens, median of {} runs\n", hw::to_string(ctx.isa()),
+             ctx.pool().threads(), T, opt.iters);
+  print_table(prefill, totals, "total (layer)");
+  fmt::print("mean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
+             mean_abs(y), opt.weights == "f32" ? "" : ", and to the weights' quantization");
+  if (opt.decode_steps == 0) return;
+
+  // Decode: one token per step against a paged KV cache holding the prefill's keys and values.
+  auto cache = must(ops::KvCache::create({.num_blocks = (max_len + 15) / 16, .block_size = 16, .kv_heads = kHeads,
+                                          .head_dim = kHeadDim, .dtype = DType::f32}));
+  const std::int32_t seq = cache->add_sequence();
+  const auto as_thd = [](const Tensor& t) { return must(t.reshape({t.dim(1), t.dim(2), t.dim(3)})); };
+  if (Status st = cache->append(seq, as_thd(k_prefill), as_thd(v_prefill)); !st.ok()) throw std::runtime_error(st.to_string());
+  Tensor id1 = must(Tensor::empty(DType::i32, {1})), pos1 = must(Tensor::empty(DType::i32, {1, 1}));
+  Tensor seq_ids = must(Tensor::empty(DType::i32, {1}));
+  seq_ids.data_as<std::int32_t>()[0] = seq;
+  auto [decode, y1] = build(1, id1, pos1, [&](Tensor q4, Tensor k4, Tensor v4, Tensor o4, std::vector<Step>& steps, auto&& add) {
+    steps.push_back({"kv_append", "kv_cache", as_thd(k4).shape().to_string(), 0, 2 * k4.numel() * 4,
+                     [cache, seq, k = as_thd(k4), v = as_thd(v4)](Stream&) { return cache->append(seq, k, v); }, {}});
+    add("paged_attention", ops::PagedAttention::plan(ctx, cache, q4.desc(), seq_ids.desc(), o4.desc(), max_len, {.causal = true}),
+        {q4, seq_ids}, {o4});
+  });
+  std::vector<double> step_ms;
+  for (std::int64_t t = T; t < max_len; ++t) {
+    id1.data_as<std::int32_t>()[0] = std::int32_t((t * 7919) % kVocab);
+    pos1.data_as<std::int32_t>()[0] = std::int32_t(t);
+    step_ms.push_back(run_steps(decode, stream, true));
+  }
+  fmt::print("\ndecode: {} steps of one token (KV length {} to {}), median per step\n", opt.decode_steps, T + 1, max_len);
+  print_table(decode, step_ms, "total (token)");
+  fmt::print("{:.1f} tokens/s for this layer; mean |y| of the last token = {:.6f}\n", 1000.0 / median(step_ms), mean_abs(y1));
 }
 
 }  // namespace
 
 void add_demo_command(CLI::App& app) {
   static DemoOptions opt;
-  CLI::App* cmd = app.add_subcommand("demo", "Run a Llama-style decoder layer (prefill) and print per-op times");
+  CLI::App* cmd = app.add_subcommand("demo", "Run a Llama-style decoder layer (prefill, then decode) and print per-op times");
   cmd->add_option("--tokens", opt.tokens, "prefill length")->check(CLI::Range(1, 4096));
   cmd->add_option("--iters", opt.iters, "timed runs (the median is shown)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", opt.threads, "threads (0: one per core)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--decode", opt.decode_steps, "decode steps after the prefill (one token each, paged KV cache)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--weights", opt.weights, "projection weights: f32, bf16, int8 (W8A8) or int4 (weight-only, groups of 128)")
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}));
   cmd->callback([] { run_demo(opt); });
