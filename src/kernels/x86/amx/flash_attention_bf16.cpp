@@ -69,7 +69,7 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
 
   // Row state: q (bf16, unscaled), o sums, m, l, alpha; per group the scores
   // (f32), P (bf16) and the P V tile result.
-  const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12) + kGroup * kKeys * (4 + 2) + kGroup * 32 * 4;
+  const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kGroup * kKeys * (4 + 2) + kGroup * 32 * 4;
   char* base = static_cast<char*>(thread_scratch(ScratchSlot::a_panel, state));
   auto* q = reinterpret_cast<std::uint16_t*>(base);
   auto* o = reinterpret_cast<float*>(q + rows_pad * dim);
@@ -79,6 +79,7 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
   float* s = alpha + rows_pad;                        // [32][64] f32
   float* pv = s + kGroup * kKeys;                     // [32][32] f32
   auto* p = reinterpret_cast<std::uint16_t*>(pv + kGroup * 32);  // [32][64] bf16
+  auto* limit = reinterpret_cast<std::int64_t*>(p + kGroup * kKeys);  // per row: keys t < limit are visible
   // K and V tiles of a block: (D / 32) x 4 tiles each.
   auto* packed = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * 8 * kTileBytes));
   char* kp = packed;
@@ -95,6 +96,7 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
     std::fill(o + r * dim, o + (r + 1) * dim, 0.0f);
     m[r] = kNegInf;
     l[r] = 0.0f;
+    limit[r] = r >= rows ? 0 : a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
   }
 
   const KvSource& kv = a.kv;
@@ -138,47 +140,62 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
         _tile_stored(3, sh + 16 * kKeys + 16, kKeys * 4);
       }
 
-      // Online softmax; P in bf16.
+      // Online softmax; P in bf16. Per row: scaled (and masked) scores, the
+      // new max, P and the row sum; then per 16 rows at once: alpha = exp(old
+      // max - new max) and l = alpha l + row sum.
       const __m512 scale = _mm512_set1_ps(a.scale);
+      alignas(64) float m_old[kGroup], row_sum[kGroup];
       for (std::int64_t i = 0; i < kGroup; ++i) {
         const std::int64_t r = g + i;
         auto* pr = p + i * kKeys;
         const float* sr = s + i * kKeys;
-        alpha[r] = 1.0f;
-        const std::int64_t pos = r / group;
-        const std::int64_t limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
-        const std::int64_t valid = r < rows ? std::clamp<std::int64_t>(limit - tb, 0, n) : 0;
+        m_old[i] = m[r];
+        row_sum[i] = 0.0f;
+        const std::int64_t valid = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
         __m512 x[4];
-        __m512 mx = _mm512_set1_ps(kNegInf);
-        const void* mrow = a.mask ? avx512::advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
-        for (int v = 0; v < 4; ++v) {
-          const std::int64_t count = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
-          x[v] = _mm512_set1_ps(kNegInf);
-          if (count == 0) continue;
-          x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
-          if (mrow) x[v] = _mm512_add_ps(x[v], avx512::load_mask16(a, avx512::advance(mrow, a.mask_dtype, 16 * v * a.mask_key_stride), count));
-          x[v] = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), avx512::tail_mask(count), x[v]);
-          mx = _mm512_max_ps(mx, x[v]);
+        if (valid == kKeys && !a.mask) {
+          for (int v = 0; v < 4; ++v) x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
+        } else {
+          const std::int64_t pos = r / group;
+          const void* mrow = a.mask ? avx512::advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+          for (int v = 0; v < 4; ++v) {
+            const std::int64_t count = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
+            x[v] = _mm512_set1_ps(kNegInf);
+            if (count == 0) continue;
+            x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
+            if (mrow) x[v] = _mm512_add_ps(x[v], avx512::load_mask16(a, avx512::advance(mrow, a.mask_dtype, 16 * v * a.mask_key_stride), count));
+            x[v] = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), avx512::tail_mask(count), x[v]);
+          }
         }
+        const __m512 mx = _mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3]));
         const float m_new = valid == 0 ? kNegInf : std::max(m[r], _mm512_reduce_max_ps(mx));
-        if (m_new == kNegInf) {  // nothing visible with a finite logit yet
+        if (m_new == kNegInf) {  // nothing visible with a finite logit yet: alpha 1, P 0
           for (int v = 0; v < 4; v += 2) _mm512_storeu_si512(pr + 16 * v, _mm512_setzero_si512());
           continue;
         }
         const __m512 mv = _mm512_set1_ps(m_new);
         __m512 sum = _mm512_setzero_ps();
         for (int v = 0; v < 4; v += 2) {
-          // P rounds to bf16 with vcvtne2ps2bf16: p >= 0, and flushing a subnormal p to zero changes nothing.
-          const __mmask16 k0 = avx512::tail_mask(std::clamp<std::int64_t>(valid - 16 * v, 0, 16));
-          const __mmask16 k1 = avx512::tail_mask(std::clamp<std::int64_t>(valid - 16 * v - 16, 0, 16));
+          // Masked lanes are -inf: exp16 gives a subnormal at most, which the
+          // conversion flushes; they are zeroed for the sum. P rounds to bf16
+          // with vcvtne2ps2bf16 (p >= 0: flushing a subnormal changes nothing).
+          const __mmask16 k0 = _mm512_cmp_ps_mask(x[v], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ);
+          const __mmask16 k1 = _mm512_cmp_ps_mask(x[v + 1], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ);
           const __m512 p0 = _mm512_maskz_mov_ps(k0, avx512::exp16(_mm512_sub_ps(x[v], mv)));
           const __m512 p1 = _mm512_maskz_mov_ps(k1, avx512::exp16(_mm512_sub_ps(x[v + 1], mv)));
           sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
           _mm512_storeu_si512(pr + 16 * v, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(p1, p0)));
         }
-        alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
-        l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
+        row_sum[i] = _mm512_reduce_add_ps(sum);
         m[r] = m_new;
+      }
+      for (std::int64_t h = 0; h < kGroup; h += 16) {
+        const __m512 mo = _mm512_load_ps(m_old + h), mn = _mm512_load_ps(m + g + h);
+        __m512 al = avx512::exp16(_mm512_sub_ps(mo, mn));
+        al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mo, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_setzero_ps());
+        al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mn, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
+        _mm512_store_ps(alpha + g + h, al);
+        _mm512_store_ps(l + g + h, _mm512_fmadd_ps(_mm512_load_ps(l + g + h), al, _mm512_load_ps(row_sum + h)));
       }
 
       // O = alpha O + P V, 32 columns at a time, 32 keys per tile step.
