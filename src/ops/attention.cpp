@@ -123,7 +123,74 @@ void execute(ThreadPool& pool, const Row& row, std::vector<Task>& tasks, const s
   });
 }
 
+// Splits the units into tasks and runs them on the stream; `workspace` holds the split pieces' sums.
+Status run_units(Stream& stream, std::string_view op, const Row& row, const kernels::AttentionTiling& tiling,
+                 const std::vector<Unit>& units, void* workspace) {
+  return stream.submit(op, [&] {
+    std::vector<Task> tasks;
+    std::vector<Merge> merges;
+    float* ws = static_cast<float*>(workspace);
+    for (const Unit& u : units) add_unit(u, tiling, tasks, merges, ws);
+    execute(stream.context().pool(), row, tasks, merges);
+    return Status{};
+  });
+}
+
+// The run() checks both plans share: the tensors are the plan's, the outputs
+// o and lse overlap no input nor each other, the workspace is there.
+Status check_run(std::string_view op, std::span<const Tensor> in, std::span<const TensorDesc> inputs,
+                 std::span<const std::string_view> in_names, std::span<const Tensor> out,
+                 std::span<const TensorDesc> outputs, std::int64_t workspace_bytes, const void* workspace) {
+  static constexpr std::string_view kOut[] = {"o", "lse"};
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, in, inputs, in_names));
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, out, outputs, kOut));
+  for (std::size_t o = 0; o < out.size(); ++o)
+    for (std::size_t i = 0; i < in.size(); ++i) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], in_names[i], false));
+  if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
+  if (workspace_bytes > 0 && !workspace)
+    return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_bytes));
+  return {};
+}
+
 float resolve_scale(float scale, std::int64_t dim) { return scale == 0.0f ? 1.0f / std::sqrt(float(dim)) : scale; }
+
+// The query side of the unit for kv head h — its group's rows of q, o and
+// lse — from the element offsets of the sequence's first position, for a
+// sequence of sq queries and kv_len keys. q and o are [..., S, H, D], lse
+// [..., H, S]; in[0] is q, out[0] o and out[1] lse when present. The caller
+// adds the keys (and the mask).
+Unit query_unit(const AttentionAttrs& attrs, std::span<const Tensor> in, std::span<const Tensor> out, std::int64_t q_off,
+                std::int64_t o_off, std::int64_t lse_off, std::int64_t h, std::int64_t group, std::int64_t sq,
+                std::int64_t kv_len) {
+  const TensorDesc &q = in[0].desc(), &o = out[0].desc();
+  const int r = q.rank();
+  Unit u{};
+  kernels::AttentionArgs& a = u.args;
+  a.head_dim = q.shape[r - 1];
+  a.group = group;
+  a.q_dtype = q.dtype;
+  a.q = at(in[0].data(), q.dtype, q_off + h * group * q.strides[r - 2]);
+  a.q_pos_stride = q.strides[r - 3];
+  a.q_head_stride = q.strides[r - 2];
+  a.scale = resolve_scale(attrs.scale, a.head_dim);
+  a.causal = attrs.causal;
+  a.causal_offset = kv_len - sq;
+  kernels::AttentionOutput& w = u.out;
+  w.o_dtype = o.dtype;
+  w.o = at(out[0].data(), o.dtype, o_off + h * group * o.strides[r - 2]);
+  w.o_pos_stride = o.strides[r - 3];
+  w.o_head_stride = o.strides[r - 2];
+  if (out.size() == 2) {
+    const TensorDesc& lse = out[1].desc();
+    const int lr = lse.rank();
+    w.lse = static_cast<float*>(out[1].data()) + lse_off + h * group * lse.strides[lr - 2];
+    w.lse_head_stride = lse.strides[lr - 2];
+    w.lse_pos_stride = lse.strides[lr - 1];
+  }
+  u.positions = sq;
+  u.kv_len = kv_len;
+  return u;
+}
 
 Status check_scale(float scale) {
   if (!std::isfinite(scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", scale));
@@ -168,28 +235,12 @@ class AttentionPlan final : public Plan {
   std::int64_t workspace_bytes() const override { return workspace_; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
-    static constexpr std::string_view kMasked[] = {"q", "k", "v", "mask"}, kVarlen[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"},
-                                      kOut[] = {"o", "lse"};
+    static constexpr std::string_view kMasked[] = {"q", "k", "v", "mask"}, kVarlen[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
     const std::span<const std::string_view> in_names = varlen_batch_ ? std::span<const std::string_view>(kVarlen) : kMasked;
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, in_names));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, kOut));
-    for (std::size_t o = 0; o < out.size(); ++o)
-      for (std::size_t i = 0; i < in.size(); ++i)
-        TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], in_names[i], false));
-    if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
-    if (workspace_ > 0 && !workspace)
-      return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_));
-
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, in_names, out, outputs_, workspace_, workspace));
     std::vector<Unit> units;
     TESSERA_RETURN_IF_ERROR(make_units(in, out, units));
-    return stream.submit(op(), [&] {
-      std::vector<Task> tasks;
-      std::vector<Merge> merges;
-      float* ws = static_cast<float*>(workspace);
-      for (const Unit& u : units) add_unit(u, tiling_, tasks, merges, ws);
-      execute(stream.context().pool(), *row_, tasks, merges);
-      return Status{};
-    });
+    return run_units(stream, op(), *row_, tiling_, units, workspace);
   }
 
  private:
@@ -202,22 +253,12 @@ class AttentionPlan final : public Plan {
   Status make_units(std::span<const Tensor> in, std::span<const Tensor> out, std::vector<Unit>& units) const {
     const TensorDesc &q = inputs_[0], &k = inputs_[1], &v = inputs_[2], &o = outputs_[0];
     const int r = q.rank();
-    const std::int64_t hkv = k.shape[r - 2], dim = q.shape[r - 1], group = q.shape[r - 2] / hkv;
+    const std::int64_t hkv = k.shape[r - 2], group = q.shape[r - 2] / hkv;
     const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
-    const int lr = lse ? lse->rank() : 0;
     auto add = [&](const SequenceOffsets& off, std::int64_t sq, std::int64_t skv) {
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u{};
+        Unit u = query_unit(attrs_, in, out, off.q, off.o, off.lse, h, group, sq, skv);
         kernels::AttentionArgs& a = u.args;
-        a.head_dim = dim;
-        a.group = group;
-        a.q_dtype = q.dtype;
-        a.q = at(in[0].data(), q.dtype, off.q + h * group * q.strides[r - 2]);
-        a.q_pos_stride = q.strides[r - 3];
-        a.q_head_stride = q.strides[r - 2];
-        a.scale = resolve_scale(attrs_.scale, dim);
-        a.causal = attrs_.causal;
-        a.causal_offset = skv - sq;
         if (has_mask_) {
           a.mask_dtype = inputs_[3].dtype;
           a.mask = at(in[3].data(), a.mask_dtype, off.mask + h * group * mask_strides_[1]);
@@ -232,18 +273,6 @@ class AttentionPlan final : public Plan {
                 .v_token_stride = v.strides[r - 3],
                 .block_table = nullptr, .block_size = 0, .block_stride = 0,
                 .k_scale = nullptr, .v_scale = nullptr, .scale_block_stride = 0};
-        kernels::AttentionOutput& w = u.out;
-        w.o_dtype = o.dtype;
-        w.o = at(out[0].data(), o.dtype, off.o + h * group * o.strides[r - 2]);
-        w.o_pos_stride = o.strides[r - 3];
-        w.o_head_stride = o.strides[r - 2];
-        if (lse) {
-          w.lse = static_cast<float*>(out[1].data()) + off.lse + h * group * lse->strides[lr - 2];
-          w.lse_head_stride = lse->strides[lr - 2];
-          w.lse_pos_stride = lse->strides[lr - 1];
-        }
-        u.positions = sq;
-        u.kv_len = skv;
         units.push_back(u);
       }
     };
@@ -420,19 +449,11 @@ class PagedAttentionPlan final : public Plan {
   std::int64_t workspace_bytes() const override { return workspace_; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
-    static constexpr std::string_view kIn[] = {"q", "seq_ids"}, kOut[] = {"o", "lse"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, kOut));
-    for (std::size_t o = 0; o < out.size(); ++o)
-      for (std::size_t i = 0; i < in.size(); ++i) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], kIn[i], false));
-    if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
-    if (workspace_ > 0 && !workspace)
-      return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_));
-
+    static constexpr std::string_view kIn[] = {"q", "seq_ids"};
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, kIn, out, outputs_, workspace_, workspace));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
     const KvCacheConfig& c = cache_->config();
     const std::int64_t batch = q.shape[0], sq = q.shape[1], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[2] / hkv;
-    const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     const auto* ids = in[1].data_as<const std::int32_t>();
     std::vector<Unit> units;
     for (std::int64_t b = 0; b < batch; ++b) {
@@ -443,53 +464,25 @@ class PagedAttentionPlan final : public Plan {
         return Status::invalid_argument(fmt::format("seq_ids[{}]: sequence {} holds {} tokens, the plan was made for at most {}",
                                                     b, ids[id_at], *length, max_kv_len_));
       const std::int32_t* table = cache_->block_table(ids[id_at])->data();
+      const std::int64_t lse_off = out.size() == 2 ? b * outputs_[1].strides[0] : 0;
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u{};
-        kernels::AttentionArgs& a = u.args;
-        a.head_dim = dim;
-        a.group = group;
-        a.q_dtype = q.dtype;
-        a.q = at(in[0].data(), q.dtype, b * q.strides[0] + h * group * q.strides[2]);
-        a.q_pos_stride = q.strides[1];
-        a.q_head_stride = q.strides[2];
-        a.scale = resolve_scale(attrs_.scale, dim);
-        a.causal = attrs_.causal;
-        a.causal_offset = *length - sq;
+        Unit u = query_unit(attrs_, in, out, b * q.strides[0], b * o.strides[0], lse_off, h, group, sq, *length);
         const std::int64_t head = h * c.block_size;
-        a.kv = {.dtype = c.dtype,
-                .k = at(cache_->k_pool(), c.dtype, head * dim),
-                .v = at(cache_->v_pool(), c.dtype, head * dim),
-                .k_token_stride = dim,
-                .v_token_stride = dim,
-                .block_table = table,
-                .block_size = c.block_size,
-                .block_stride = hkv * c.block_size * dim,
-                .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
-                .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
-                .scale_block_stride = hkv * c.block_size};
-        kernels::AttentionOutput& w = u.out;
-        w.o_dtype = o.dtype;
-        w.o = at(out[0].data(), o.dtype, b * o.strides[0] + h * group * o.strides[2]);
-        w.o_pos_stride = o.strides[1];
-        w.o_head_stride = o.strides[2];
-        if (lse) {
-          w.lse = static_cast<float*>(out[1].data()) + b * lse->strides[0] + h * group * lse->strides[1];
-          w.lse_head_stride = lse->strides[1];
-          w.lse_pos_stride = lse->strides[2];
-        }
-        u.positions = sq;
-        u.kv_len = *length;
+        u.args.kv = {.dtype = c.dtype,
+                     .k = at(cache_->k_pool(), c.dtype, head * dim),
+                     .v = at(cache_->v_pool(), c.dtype, head * dim),
+                     .k_token_stride = dim,
+                     .v_token_stride = dim,
+                     .block_table = table,
+                     .block_size = c.block_size,
+                     .block_stride = hkv * c.block_size * dim,
+                     .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
+                     .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
+                     .scale_block_stride = hkv * c.block_size};
         units.push_back(u);
       }
     }
-    return stream.submit(op(), [&] {
-      std::vector<Task> tasks;
-      std::vector<Merge> merges;
-      float* ws = static_cast<float*>(workspace);
-      for (const Unit& u : units) add_unit(u, tiling_, tasks, merges, ws);
-      execute(stream.context().pool(), *row_, tasks, merges);
-      return Status{};
-    });
+    return run_units(stream, op(), *row_, tiling_, units, workspace);
   }
 
  private:
