@@ -586,9 +586,9 @@ void run_bench_attention(AttentionBenchOptions opt) {
   if (!decode.empty() && !decode_types.empty()) {
     // The roofline first: the decode rows report their share of the read bandwidth.
     for (int t : opt.threads) {
-      Result<double> read = bench::stream_roofline(contexts.at(t), "attention", run.cold_bytes, run.measure, opt.json);
+      Result<bench::Roofline> read = bench::stream_roofline(contexts.at(t), "attention", run.cold_bytes, run.measure, opt.json);
       if (read.ok())
-        run.read_gbps[t] = *read;
+        run.read_gbps[t] = read->read_gbps;
       else
         fmt::print(stderr, "stream {}: skipped: {}\n", threads_label(t), read.status().to_string());
     }

@@ -303,12 +303,12 @@ void run_bench_gemm(GemmOptions opt) {
 
   // The roofline first: cold rows report their share of the read bandwidth.
   for (int t : opt.threads) {
-    Result<double> read = bench::stream_roofline(contexts.at(t), "gemm", run.cold_bytes, run.measure, opt.json);
+    Result<bench::Roofline> read = bench::stream_roofline(contexts.at(t), "gemm", run.cold_bytes, run.measure, opt.json);
     if (!read.ok()) {
       fmt::print(stderr, "stream {}: skipped: {}\n", threads_label(t), read.status().to_string());
       continue;
     }
-    run.read_gbps[t] = *read;
+    run.read_gbps[t] = read->read_gbps;
     // And the compute roofline of the warm rows, measured now, on these threads.
     const bench::Peaks pk = run.peaks[t] = bench::measure_peaks(contexts.at(t));
     std::vector<Row> peak_rows;

@@ -11,5 +11,6 @@ void add_bench_command(CLI::App& app);  // `bench`, with each suite below as its
 // The suites of `tessera bench`.
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_attention_command(CLI::App& bench);
+void add_bench_membound_command(CLI::App& bench);
 
 }  // namespace tessera::app

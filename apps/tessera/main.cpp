@@ -8,6 +8,7 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   add_bench_gemm_command(*bench);
   add_bench_attention_command(*bench);
+  add_bench_membound_command(*bench);
 }
 
 }  // namespace tessera::app

@@ -8,7 +8,8 @@
 
 namespace tessera::kernels {
 
-enum class BinaryKind { add, mul };
+// max and min propagate NaN (as torch.maximum does), unlike the SIMD max/min instructions.
+enum class BinaryKind { add, sub, mul, div, max, min };
 
 struct BinaryProblem {
   BinaryKind kind;

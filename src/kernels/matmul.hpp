@@ -6,13 +6,12 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/activation.hpp"
 #include "kernels/packed_weights.hpp"
 #include "kernels/registry.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels {
-
-enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
 
 // c = act(scale * acc + bias[n]) + residual[m, n], rounded to c's dtype.
 struct EpilogueArgs {

@@ -1,12 +1,13 @@
 #pragma once
 // Softmax family over the last dim of a block of query rows:
-//   y[r, :] = softmax(scale * x[r, :] + mask[r, :]) with, when causal, column
-//   c of row r visible only if c <= r + causal_offset. A row with no visible
-//   (or no finite) logit is all zeros.
+//   y[r, :] = softmax(scale * x[r, :] + mask[r, :]) (log: log_softmax) with,
+//   when causal, column c of row r visible only if c <= r + causal_offset.
+//   Columns a row does not see are 0 (log: -inf); a row with no visible (or
+//   no finite) logit is all 0 (log: all -inf).
 #include <cstdint>
 #include <span>
 
-#include "kernels/rms_norm.hpp"
+#include "kernels/tiling.hpp"
 
 namespace tessera::kernels {
 
@@ -22,6 +23,7 @@ struct SoftmaxArgs {
   float scale;
   bool causal;
   std::int64_t causal_offset;  // Skv - Sq: the key position of query row 0
+  bool log;                    // log-softmax
 };
 
 struct SoftmaxFamily {
@@ -33,6 +35,7 @@ struct SoftmaxFamily {
 std::span<const KernelRow<SoftmaxFamily>> rows(SoftmaxFamily);
 
 namespace ref { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx2 { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx512 { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
 
 }  // namespace tessera::kernels

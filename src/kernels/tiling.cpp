@@ -1,10 +1,6 @@
-// Tiling rules shared by the memory-bound families. Tasks are sized so a
-// task moves enough bytes (~64 KiB) to dwarf the thread pool's per-task cost
-// (~0.1 us), and large problems get one share per core.
 #include <algorithm>
 
-#include "kernels/rms_norm.hpp"
-#include "kernels/unary.hpp"
+#include "kernels/tiling.hpp"
 
 namespace tessera::kernels {
 

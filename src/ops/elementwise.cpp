@@ -1,14 +1,40 @@
 #include "tessera/ops/elementwise.hpp"
 
+#include <functional>
+
 #include "kernels/binary.hpp"
+#include "kernels/gated.hpp"
 #include "ops/common.hpp"
 
 namespace tessera::ops {
 
 using namespace detail;
 
-std::string_view to_string(UnaryOp op) { return op == UnaryOp::silu ? "silu" : "cast"; }
-std::string_view to_string(BinaryOp op) { return op == BinaryOp::add ? "add" : "mul"; }
+std::string_view to_string(Activation a) {
+  switch (a) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::gelu_erf: return "gelu_erf";
+    case Activation::gelu_tanh: return "gelu_tanh";
+    case Activation::silu: return "silu";
+    case Activation::sigmoid: return "sigmoid";
+    case Activation::tanh: return "tanh";
+    case Activation::exp: return "exp";
+  }
+  return "?";
+}
+
+std::string_view to_string(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+    case BinaryOp::max: return "max";
+    case BinaryOp::min: return "min";
+  }
+  return "?";
+}
 
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   const int rank = std::max(a.rank(), b.rank());
@@ -27,135 +53,251 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
 
 namespace {
 
-class UnaryPlan final : public Plan {
- public:
-  UnaryPlan(UnaryOp op, const TensorDesc& x, const TensorDesc& y, const kernels::KernelRow<kernels::UnaryFamily>* row,
-            kernels::ElementwiseTiling tiling, SplitDims<2> dims)
-      : Plan(row->name, traffic_bytes({x, y}), op == UnaryOp::silu ? saturating_mul(4, y.numel()) : 0),
-        op_(op), descs_{x, y}, row_(row), tiling_(tiling), dims_(dims) {}
+// Rough f32 operations per element of each activation, for the traffic model.
+std::int64_t activation_flops(Activation a) {
+  switch (a) {
+    case Activation::none: return 0;
+    case Activation::relu: return 1;
+    case Activation::exp: return 10;
+    default: return 20;
+  }
+}
 
-  std::string_view op() const override { return to_string(op_); }
+kernels::Act to_kernel(Activation a) { return kernels::Act(a); }
+
+Status check_activation(Activation act) {
+  if (act > kLastActivation) return Status::invalid_argument(fmt::format("act: unknown activation {}", int(act)));
+  return Status{};
+}
+
+// An elementwise plan over N operands (inputs, then y) whose dims collapse to
+// (outer dims, inner run): pieces of inner runs are split over the pool, and
+// `launch` calls the family's kernel row on one piece.
+template <int N>
+class ElementwisePlan final : public Plan {
+ public:
+  using Launch = std::function<void(const std::array<char*, N>& ptrs, const std::array<std::int64_t, N>& strides,
+                                    std::int64_t n)>;
+
+  ElementwisePlan(std::string_view op, std::string_view kernel, const std::array<TensorDesc, N>& descs,
+                  const std::array<std::string_view, N>& names, std::int64_t flops, kernels::ElementwiseTiling tiling,
+                  Launch launch)
+      : Plan(kernel, traffic_of(descs), flops), op_(op), descs_(descs), names_(names), tiling_(tiling),
+        dims_(split_last(collapse<N>(descs[N - 1].shape, strides_of(descs)))), launch_(std::move(launch)) {}
+
+  std::string_view op() const override { return op_; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "x", descs_[0].dtype == descs_[1].dtype));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), N - 1), std::span(names_.data(), N - 1)));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + N - 1, 1), std::span(names_.data() + N - 1, 1)));
+    for (int k = 0; k + 1 < N; ++k)
+      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], names_[N - 1], in[k], names_[k], descs_[k].dtype == descs_[N - 1].dtype));
     return stream.submit(op(), [&] {
-      const char* x = byte_ptr(in[0]);
-      char* y = const_cast<char*>(byte_ptr(out[0]));
-      const std::int64_t xs = bytes_of(descs_[0].dtype), ys = bytes_of(descs_[1].dtype);
-      const auto kind = op_ == UnaryOp::silu ? kernels::UnaryKind::silu : kernels::UnaryKind::identity;
+      std::array<const char*, N> base;
+      for (int k = 0; k + 1 < N; ++k) base[k] = byte_ptr(in[k]);
+      base[N - 1] = byte_ptr(out[0]);
       parallel_over(stream.context().pool(), dims_.outer, dims_.inner, tiling_.grain,
-                    [&](const std::array<std::int64_t, 2>& off, std::int64_t i0, std::int64_t i1) {
-                      row_->run({kind, descs_[0].dtype, descs_[1].dtype, i1 - i0,
-                                 x + (off[0] + i0 * dims_.inner_strides[0]) * xs, dims_.inner_strides[0],
-                                 y + (off[1] + i0 * dims_.inner_strides[1]) * ys, dims_.inner_strides[1]});
+                    [&](const std::array<std::int64_t, N>& off, std::int64_t i0, std::int64_t i1) {
+                      std::array<char*, N> ptrs;
+                      for (int k = 0; k < N; ++k)
+                        ptrs[k] = const_cast<char*>(base[k]) + (off[k] + i0 * dims_.inner_strides[k]) * bytes_of(descs_[k].dtype);
+                      launch_(ptrs, dims_.inner_strides, i1 - i0);
                     });
       return Status{};
     });
   }
 
  private:
-  UnaryOp op_;
-  TensorDesc descs_[2];
-  const kernels::KernelRow<kernels::UnaryFamily>* row_;
-  kernels::ElementwiseTiling tiling_;
-  SplitDims<2> dims_;
-};
-
-class BinaryPlan final : public Plan {
- public:
-  BinaryPlan(BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y,
-             const kernels::KernelRow<kernels::BinaryFamily>* row, kernels::ElementwiseTiling tiling, SplitDims<3> dims)
-      : Plan(row->name, traffic_bytes({a, b, y}), y.numel()),
-        op_(op), descs_{a, b, y}, row_(row), tiling_(tiling), dims_(dims) {}
-
-  std::string_view op() const override { return to_string(op_); }
-
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"a", "b"}, kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 2), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 2, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "a", descs_[0].dtype == descs_[2].dtype));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[1], "b", descs_[1].dtype == descs_[2].dtype));
-    return stream.submit(op(), [&] {
-      const char* a = byte_ptr(in[0]);
-      const char* b = byte_ptr(in[1]);
-      char* y = const_cast<char*>(byte_ptr(out[0]));
-      const std::int64_t as = bytes_of(descs_[0].dtype), bs = bytes_of(descs_[1].dtype), ys = bytes_of(descs_[2].dtype);
-      const auto kind = op_ == BinaryOp::add ? kernels::BinaryKind::add : kernels::BinaryKind::mul;
-      const auto& st = dims_.inner_strides;
-      parallel_over(stream.context().pool(), dims_.outer, dims_.inner, tiling_.grain,
-                    [&](const std::array<std::int64_t, 3>& off, std::int64_t i0, std::int64_t i1) {
-                      row_->run({kind, descs_[0].dtype, descs_[1].dtype, descs_[2].dtype, i1 - i0,
-                                 a + (off[0] + i0 * st[0]) * as, st[0], b + (off[1] + i0 * st[1]) * bs, st[1],
-                                 y + (off[2] + i0 * st[2]) * ys, st[2]});
-                    });
-      return Status{};
-    });
+  // Inputs broadcast (stride 0 where numpy broadcasting repeats them) to y's shape.
+  static std::array<Strides, N> strides_of(const std::array<TensorDesc, N>& d) {
+    std::array<Strides, N> s;
+    for (int k = 0; k < N; ++k) s[k] = broadcast_strides(d[k], d[N - 1].shape);
+    return s;
+  }
+  static std::int64_t traffic_of(const std::array<TensorDesc, N>& d) {
+    std::int64_t bytes = 0;
+    for (const TensorDesc& t : d) bytes = saturating_add(bytes, traffic_bytes({t}));
+    return bytes;
   }
 
- private:
-  BinaryOp op_;
-  TensorDesc descs_[3];
-  const kernels::KernelRow<kernels::BinaryFamily>* row_;
+  std::string_view op_;
+  std::array<TensorDesc, N> descs_;
+  std::array<std::string_view, N> names_;
   kernels::ElementwiseTiling tiling_;
-  SplitDims<3> dims_;
+  SplitDims<N> dims_;
+  Launch launch_;
 };
+
+// The checks every elementwise input and output shares.
+Status check_operand(const TensorDesc& d, std::string_view name) {
+  TESSERA_RETURN_IF_ERROR(d.validate(name));
+  return check_float(d, name);
+}
+Status check_output(const TensorDesc& y, const Shape& shape, std::string_view expected_what) {
+  TESSERA_RETURN_IF_ERROR(check_operand(y, "y"));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", shape, expected_what));
+  return check_writable(y, "y");
+}
 
 }  // namespace
 
-Result<PlanPtr> Unary::plan(Context& ctx, UnaryOp op, const TensorDesc& x, const TensorDesc& y) {
-  TESSERA_RETURN_IF_ERROR(x.validate("x"));
-  TESSERA_RETURN_IF_ERROR(y.validate("y"));
-  TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
-  TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
-  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", x.shape, "x's shape"));
-  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
+Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
+  TESSERA_RETURN_IF_ERROR(check_activation(act));
+  TESSERA_RETURN_IF_ERROR(check_operand(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check_output(y, x.shape, "x's shape"));
   const auto dims = split_last(collapse<2>(x.shape, {x.strides, y.strides}));
-  const kernels::UnaryProblem problem{op == UnaryOp::silu ? kernels::UnaryKind::silu : kernels::UnaryKind::identity,
-                                      x.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1], x.numel()};
+  const kernels::UnaryProblem problem{to_kernel(act), x.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1], x.numel()};
   const auto* row = kernels::select<kernels::UnaryFamily>(problem, ctx.isa());
-  return PlanPtr(std::make_shared<UnaryPlan>(op, x, y, row, row->tiling(problem, ctx.hw()), dims));
+  auto launch = [row, act, xt = x.dtype, yt = y.dtype](const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s,
+                                                       std::int64_t n) {
+    row->run({to_kernel(act), xt, yt, n, p[0], s[0], p[1], s[1]});
+  };
+  return PlanPtr(std::make_shared<ElementwisePlan<2>>(
+      act == Activation::none ? std::string_view("cast") : to_string(act), row->name, std::array{x, y},
+      std::array<std::string_view, 2>{"x", "y"}, saturating_mul(activation_flops(act), y.numel()),
+      row->tiling(problem, ctx.hw()), launch));
 }
 
 Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
-  TESSERA_RETURN_IF_ERROR(a.validate("a"));
-  TESSERA_RETURN_IF_ERROR(b.validate("b"));
-  TESSERA_RETURN_IF_ERROR(y.validate("y"));
-  TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
-  TESSERA_RETURN_IF_ERROR(check_float(b, "b"));
-  TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
+  if (op > BinaryOp::min) return Status::invalid_argument(fmt::format("op: unknown binary op {}", int(op)));
+  TESSERA_RETURN_IF_ERROR(check_operand(a, "a"));
+  TESSERA_RETURN_IF_ERROR(check_operand(b, "b"));
   TESSERA_ASSIGN_OR_RETURN(Shape shape, broadcast_shapes(a.shape, b.shape));
-  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", shape, "the broadcast of a and b"));
-  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
+  TESSERA_RETURN_IF_ERROR(check_output(y, shape, "the broadcast of a and b"));
   const auto dims = split_last(collapse<3>(shape, {broadcast_strides(a, shape), broadcast_strides(b, shape), y.strides}));
-  const kernels::BinaryProblem problem{op == BinaryOp::add ? kernels::BinaryKind::add : kernels::BinaryKind::mul,
-                                       a.dtype, b.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
+  const auto kind = kernels::BinaryKind(op);
+  const kernels::BinaryProblem problem{kind, a.dtype, b.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
                                        dims.inner_strides[2], y.numel()};
   const auto* row = kernels::select<kernels::BinaryFamily>(problem, ctx.isa());
-  return PlanPtr(std::make_shared<BinaryPlan>(op, a, b, y, row, row->tiling(problem, ctx.hw()), dims));
+  auto launch = [row, kind, at = a.dtype, bt = b.dtype, yt = y.dtype](const std::array<char*, 3>& p,
+                                                                      const std::array<std::int64_t, 3>& s, std::int64_t n) {
+    row->run({kind, at, bt, yt, n, p[0], s[0], p[1], s[1], p[2], s[2]});
+  };
+  return PlanPtr(std::make_shared<ElementwisePlan<3>>(to_string(op), row->name, std::array{a, b, y},
+                                                      std::array<std::string_view, 3>{"a", "b", "y"}, y.numel(),
+                                                      row->tiling(problem, ctx.hw()), launch));
+}
+
+Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
+                            const std::optional<TensorDesc>& c, const TensorDesc& y) {
+  TESSERA_RETURN_IF_ERROR(check_activation(act));
+  TESSERA_RETURN_IF_ERROR(check_operand(a, "a"));
+  TESSERA_RETURN_IF_ERROR(check_operand(b, "b"));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, broadcast_shapes(a.shape, b.shape));
+  if (c) {
+    TESSERA_RETURN_IF_ERROR(check_operand(*c, "c"));
+    auto with_c = broadcast_shapes(shape, c->shape);
+    if (!with_c.ok())
+      return Status::invalid_argument(fmt::format("c: shape {} does not broadcast with a and b's {}", c->shape.to_string(), shape.to_string()));
+    shape = *with_c;
+  }
+  TESSERA_RETURN_IF_ERROR(check_output(y, shape, c ? "the broadcast of a, b and c" : "the broadcast of a and b"));
+  // Without c the kernel sees c as an absent operand with stride 0.
+  const TensorDesc cd = c ? *c : TensorDesc::contiguous(DType::f32, {});
+  const auto dims = split_last(collapse<4>(
+      shape, {broadcast_strides(a, shape), broadcast_strides(b, shape), broadcast_strides(cd, shape), y.strides}));
+  const auto k = to_kernel(act);
+  const kernels::GatedProblem problem{k, a.dtype, b.dtype, cd.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
+                                      dims.inner_strides[2], dims.inner_strides[3], y.numel()};
+  const auto* row = kernels::select<kernels::GatedFamily>(problem, ctx.isa());
+  const auto tiling = row->tiling(problem, ctx.hw());
+  const std::int64_t flops = saturating_mul(activation_flops(act) + (c ? 2 : 1), y.numel());
+  if (c) {
+    auto launch = [row, k, at = a.dtype, bt = b.dtype, ct = c->dtype, yt = y.dtype](
+                      const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s, std::int64_t n) {
+      row->run({k, at, bt, ct, yt, n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]});
+    };
+    return PlanPtr(std::make_shared<ElementwisePlan<4>>("gated", row->name, std::array{a, b, *c, y},
+                                                        std::array<std::string_view, 4>{"a", "b", "c", "y"}, flops, tiling,
+                                                        launch));
+  }
+  auto launch = [row, k, at = a.dtype, bt = b.dtype, yt = y.dtype](const std::array<char*, 3>& p,
+                                                                  const std::array<std::int64_t, 3>& s, std::int64_t n) {
+    row->run({k, at, bt, DType::f32, yt, n, p[0], s[0], p[1], s[1], nullptr, 0, p[2], s[2]});
+  };
+  return PlanPtr(std::make_shared<ElementwisePlan<3>>("gated", row->name, std::array{a, b, y},
+                                                      std::array<std::string_view, 3>{"a", "b", "y"}, flops, tiling, launch));
 }
 
 namespace {
-Status run_unary(Stream& stream, UnaryOp op, const Tensor& x, const Tensor& y) {
-  PlanKey key(to_string(op), stream.context().isa());
-  key.add(x.desc()).add(y.desc());
+Status run_unary(Stream& stream, Activation act, const Tensor& x, const Tensor& y) {
+  PlanKey key("unary", stream.context().isa());
+  key.add(std::int64_t(act)).add(x.desc()).add(y.desc());
   const Tensor in[] = {x}, out[] = {y};
-  return run_cached(stream, key, [&] { return Unary::plan(stream.context(), op, x.desc(), y.desc()); }, in, out);
-}
-Status run_binary(Stream& stream, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y) {
-  PlanKey key(to_string(op), stream.context().isa());
-  key.add(a.desc()).add(b.desc()).add(y.desc());
-  const Tensor in[] = {a, b}, out[] = {y};
-  return run_cached(stream, key, [&] { return Binary::plan(stream.context(), op, a.desc(), b.desc(), y.desc()); }, in, out);
+  return run_cached(stream, key, [&] { return Unary::plan(stream.context(), act, x.desc(), y.desc()); }, in, out);
 }
 }  // namespace
 
-Status silu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, UnaryOp::silu, x, y); }
-Status cast(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, UnaryOp::identity, x, y); }
-Status add(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return run_binary(stream, BinaryOp::add, a, b, y); }
-Status mul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return run_binary(stream, BinaryOp::mul, a, b, y); }
+Status activation(Stream& stream, Activation act, const Tensor& x, const Tensor& y) { return run_unary(stream, act, x, y); }
+Status relu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::relu, x, y); }
+Status gelu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::gelu_erf, x, y); }
+Status gelu_tanh(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::gelu_tanh, x, y); }
+Status silu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::silu, x, y); }
+Status sigmoid(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::sigmoid, x, y); }
+Status tanh(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::tanh, x, y); }
+Status exp(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::exp, x, y); }
+Status cast(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::none, x, y); }
+
+Status binary(Stream& stream, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y) {
+  PlanKey key("binary", stream.context().isa());
+  key.add(std::int64_t(op)).add(a.desc()).add(b.desc()).add(y.desc());
+  const Tensor in[] = {a, b}, out[] = {y};
+  return run_cached(stream, key, [&] { return Binary::plan(stream.context(), op, a.desc(), b.desc(), y.desc()); }, in, out);
+}
+Status add(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::add, a, b, y); }
+Status sub(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::sub, a, b, y); }
+Status mul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::mul, a, b, y); }
+Status div(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::div, a, b, y); }
+Status maximum(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::max, a, b, y); }
+Status minimum(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& y) { return binary(stream, BinaryOp::min, a, b, y); }
+
+namespace {
+Status run_gated(Stream& stream, Activation act, const Tensor& a, const Tensor& b, const Tensor* c, const Tensor& y) {
+  PlanKey key("gated", stream.context().isa());
+  key.add(std::int64_t(act)).add(a.desc()).add(b.desc()).add(y.desc());
+  if (c) key.add(c->desc());
+  const std::optional<TensorDesc> cd = c ? std::optional(c->desc()) : std::nullopt;
+  auto make = [&] { return Gated::plan(stream.context(), act, a.desc(), b.desc(), cd, y.desc()); };
+  const Tensor out[] = {y};
+  if (!c) {
+    const Tensor in[] = {a, b};
+    return run_cached(stream, key, make, in, out);
+  }
+  const Tensor in[] = {a, b, *c};
+  return run_cached(stream, key, make, in, out);
+}
+
+// x [..., 2H] as its two halves along the last dim (views, no copy).
+Result<std::pair<Tensor, Tensor>> halves(const Tensor& x) {
+  if (x.rank() < 1 || x.dim(x.rank() - 1) % 2 != 0)
+    return Status::invalid_argument(fmt::format("x: last dim must be even (two halves), got shape {}", x.shape().to_string()));
+  const int last = x.rank() - 1;
+  const std::int64_t h = x.dim(last) / 2;
+  TESSERA_ASSIGN_OR_RETURN(Tensor lo, x.slice(last, 0, h));
+  TESSERA_ASSIGN_OR_RETURN(Tensor hi, x.slice(last, h, 2 * h));
+  return std::pair{lo, hi};
+}
+}  // namespace
+
+Status gated(Stream& stream, Activation act, const Tensor& a, const Tensor& b, const Tensor& y) {
+  return run_gated(stream, act, a, b, nullptr, y);
+}
+Status gated(Stream& stream, Activation act, const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& y) {
+  return run_gated(stream, act, a, b, &c, y);
+}
+Status swiglu(Stream& stream, const Tensor& gate, const Tensor& up, const Tensor& y) {
+  return run_gated(stream, Activation::silu, gate, up, nullptr, y);
+}
+Status geglu(Stream& stream, const Tensor& gate, const Tensor& up, const Tensor& y) {
+  return run_gated(stream, Activation::gelu_erf, gate, up, nullptr, y);
+}
+Status swiglu(Stream& stream, const Tensor& x, const Tensor& y) {
+  TESSERA_ASSIGN_OR_RETURN(auto h, halves(x));
+  return run_gated(stream, Activation::silu, h.first, h.second, nullptr, y);
+}
+Status geglu(Stream& stream, const Tensor& x, const Tensor& y) {
+  TESSERA_ASSIGN_OR_RETURN(auto h, halves(x));
+  return run_gated(stream, Activation::gelu_erf, h.second, h.first, nullptr, y);
+}
 
 }  // namespace tessera::ops

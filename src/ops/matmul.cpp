@@ -12,17 +12,6 @@ namespace tessera::ops {
 
 using namespace detail;
 
-std::string_view to_string(Activation a) {
-  switch (a) {
-    case Activation::none: return "none";
-    case Activation::relu: return "relu";
-    case Activation::gelu_erf: return "gelu_erf";
-    case Activation::gelu_tanh: return "gelu_tanh";
-    case Activation::silu: return "silu";
-  }
-  return "?";
-}
-
 namespace {
 
 using Row = kernels::KernelRow<kernels::MatmulFamily>;
@@ -160,7 +149,7 @@ class GemmPlan final : public Plan {
 
 Status check_epilogue(const Epilogue& e, std::int64_t n, const TensorDesc& c) {
   if (!std::isfinite(e.scale)) return Status::invalid_argument(fmt::format("epilogue.scale: {} must be finite", e.scale));
-  if (e.activation > Activation::silu)
+  if (e.activation > kLastActivation)
     return Status::invalid_argument(fmt::format("epilogue.activation: unknown value {}", int(e.activation)));
   if (e.bias) {
     const TensorDesc& b = *e.bias;

@@ -6,6 +6,7 @@
 
 #include "core/element.hpp"
 #include "kernels/packed_weights.hpp"
+#include "kernels/quantize.hpp"
 #include "ops/common.hpp"
 #include "tessera/core/aligned.hpp"
 #include "tessera/ops/matmul.hpp"
@@ -110,14 +111,14 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
       // Stored in the scale dtype first: quantization uses the scale the kernels will read.
       store(w->scales_.get(), spec.scale_dtype, g * n_pad + nn, range > 0.0f ? range : 1.0f);
       scale[nn] = load(w->scales_.get(), spec.scale_dtype, g * n_pad + nn);
-      zero[nn] = spec.zero_points ? int(std::clamp(std::nearbyint(-lo[nn] / scale[nn]), 0.0f, levels)) : 0;
+      zero[nn] = spec.zero_points ? kernels::quantize_value(-lo[nn], scale[nn], 0, 0, int(levels)) : 0;
       if (spec.zero_points) zeros[g * n_pad + nn] = std::uint8_t(zero[nn]);
     }
     for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk)
       for (std::int64_t nn = 0; nn < n; ++nn) {
-        const float q = std::nearbyint(at(b, kk, nn) / scale[nn]) + float(zero[nn]);
-        const int stored = spec.zero_points ? int(std::clamp(q, 0.0f, levels))
-                                            : int(std::clamp(q, -qmax - (i4 ? 1.0f : 0.0f), qmax)) + (i4 ? 8 : 0);
+        const float v = at(b, kk, nn);
+        const int stored = spec.zero_points ? kernels::quantize_value(v, scale[nn], zero[nn], 0, int(levels))
+                                            : kernels::quantize_value(v, scale[nn], 0, -int(qmax) - (i4 ? 1 : 0), int(qmax)) + (i4 ? 8 : 0);
         if (i4) {
           const std::int64_t row = nn / kernels::kPanelCols * k + kk, col = nn % kernels::kPanelCols;
           std::uint8_t& byte = values[row * (kernels::kPanelCols / 2) + col % 16];

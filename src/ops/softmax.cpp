@@ -21,7 +21,7 @@ class SoftmaxPlan final : public Plan {
         inputs_(std::move(inputs)), y_(y), attrs_(attrs), row_(row), tiling_(tiling), outer_(outer),
         row_strides_(row_strides), col_strides_(col_strides) {}
 
-  std::string_view op() const override { return "softmax"; }
+  std::string_view op() const override { return attrs_.log ? "log_softmax" : "softmax"; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"x", "mask"}, kOut[] = {"y"};
@@ -36,7 +36,7 @@ class SoftmaxPlan final : public Plan {
       const std::int64_t rows = y_.rank() >= 2 ? y_.shape[y_.rank() - 2] : 1, cols = y_.shape[y_.rank() - 1];
       const kernels::SoftmaxArgs args{x.dtype, y_.dtype, mask_dtype, cols, nullptr, row_strides_[0], col_strides_[0],
                                       nullptr, row_strides_[1], col_strides_[1], nullptr, row_strides_[2],
-                                      col_strides_[2], attrs_.scale, attrs_.causal, cols - rows};
+                                      col_strides_[2], attrs_.scale, attrs_.causal, cols - rows, attrs_.log};
       parallel_over(stream.context().pool(), outer_, rows, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 3>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::SoftmaxArgs a = args;
@@ -106,7 +106,7 @@ namespace {
 Status run_softmax(Stream& stream, std::span<const Tensor> in, const Tensor& y, const SoftmaxAttrs& attrs) {
   PlanKey key("softmax", stream.context().isa());
   for (const Tensor& t : in) key.add(t.desc());
-  key.add(y.desc()).add(attrs.scale).add(std::int64_t(attrs.causal));
+  key.add(y.desc()).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.log));
   const std::optional<TensorDesc> mask = in.size() == 2 ? std::optional(in[1].desc()) : std::nullopt;
   const Tensor out[] = {y};
   return run_cached(stream, key, [&] { return Softmax::plan(stream.context(), in[0].desc(), mask, y.desc(), attrs); }, in, out);

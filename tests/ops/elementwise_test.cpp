@@ -90,18 +90,16 @@ TEST_P(ElementwiseTest, BinaryBroadcastsLikeNumpy) {
   const std::vector<Case> cases = {{{1}, {1}},           {{17}, {17}},         {{1000}, {1}},        {{1}, {1000}},
                                    {{4, 1, 17}, {3, 17}}, {{64, 255}, {255}}, {{64, 255}, {64, 1}}, {{2, 3, 4, 5}, {2, 1, 4, 1}},
                                    {{0, 5}, {5}},        {{128, 4096}, {128, 4096}}};
-  for (ops::BinaryOp op : {ops::BinaryOp::add, ops::BinaryOp::mul}) {
+  for (ops::BinaryOp op : {ops::BinaryOp::add, ops::BinaryOp::sub, ops::BinaryOp::mul, ops::BinaryOp::div,
+                           ops::BinaryOp::max, ops::BinaryOp::min}) {
     for (DType dt : kFloatTypes) {
       for (const Case& c : cases) {
         SCOPED_TRACE(fmt::format("{} {} a={} b={}", ops::to_string(op), to_string(dt), c.a.to_string(), c.b.to_string()));
         Tensor a = random_tensor(dt, c.a, 3), b = random_tensor(DType::f32, c.b, 4);
         const Shape shape = value_or_die(ops::broadcast_shapes(c.a, c.b));
         Tensor y = zeros(dt, shape), ref = zeros(dt, shape);
-        auto run = [&](Stream& s, const Tensor& out) {
-          return op == ops::BinaryOp::add ? ops::add(s, a, b, out) : ops::mul(s, a, b, out);
-        };
-        ASSERT_TRUE(run(stream_, y).ok());
-        ASSERT_TRUE(run(ref_stream_, ref).ok());
+        ASSERT_TRUE(ops::binary(stream_, op, a, b, y).ok());
+        ASSERT_TRUE(ops::binary(ref_stream_, op, a, b, ref).ok());
         EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
       }
     }
@@ -122,9 +120,100 @@ TEST_P(ElementwiseTest, BinaryInPlaceAndStrided) {
   EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32)));
 }
 
+const ops::Activation kActivations[] = {ops::Activation::none, ops::Activation::relu, ops::Activation::gelu_erf,
+                                        ops::Activation::gelu_tanh, ops::Activation::silu, ops::Activation::sigmoid,
+                                        ops::Activation::tanh, ops::Activation::exp};
+
+TEST_P(ElementwiseTest, ActivationsMatchReference) {
+  for (ops::Activation act : kActivations) {
+    for (DType dt : kFloatTypes) {
+      for (std::int64_t n : {1L, 3L, 17L, 255L, 4096L + 5}) {
+        SCOPED_TRACE(fmt::format("{} {} n={}", ops::to_string(act), to_string(dt), n));
+        Tensor x = random_tensor(dt, {n}, 21, -9.0f, 9.0f);
+        Tensor y = zeros(dt, {n}), ref = zeros(dt, {n});
+        ASSERT_TRUE(ops::activation(stream_, act, x, y).ok());
+        ASSERT_TRUE(ops::activation(ref_stream_, act, x, ref).ok());
+        EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, ActivationsAtExtremes) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> special = {0.0f, -0.0f, inf, -inf, nan, 1e-40f, -1e-40f, 88.0f, -88.0f, 100.0f, -100.0f, 3.4e38f, -3.4e38f, 1e-5f};
+  Tensor x = value_or_die(Tensor::wrap(special.data(), TensorDesc::contiguous(DType::f32, {std::int64_t(special.size())})));
+  for (ops::Activation act : kActivations) {
+    SCOPED_TRACE(ops::to_string(act));
+    Tensor y = zeros(DType::f32, x.shape()), ref = zeros(DType::f32, x.shape());
+    ASSERT_TRUE(ops::activation(stream_, act, x, y).ok());
+    ASSERT_TRUE(ops::activation(ref_stream_, act, x, ref).ok());
+    EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32)));
+    EXPECT_TRUE(std::isnan(y.data_as<float>()[4]));  // NaN propagates through every activation
+  }
+}
+
+TEST_P(ElementwiseTest, MaxMinPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a = {1.0f, nan, 3.0f, -0.5f}, b = {nan, 2.0f, 1.0f, -0.25f};
+  Tensor ta = value_or_die(Tensor::wrap(a.data(), TensorDesc::contiguous(DType::f32, {4})));
+  Tensor tb = value_or_die(Tensor::wrap(b.data(), TensorDesc::contiguous(DType::f32, {4})));
+  Tensor y = zeros(DType::f32, {4});
+  ASSERT_TRUE(ops::maximum(stream_, ta, tb, y).ok());
+  EXPECT_TRUE(std::isnan(y.data_as<float>()[0]) && std::isnan(y.data_as<float>()[1]));
+  EXPECT_EQ(y.data_as<float>()[2], 3.0f);
+  EXPECT_EQ(y.data_as<float>()[3], -0.25f);
+  ASSERT_TRUE(ops::minimum(stream_, ta, tb, y).ok());
+  EXPECT_TRUE(std::isnan(y.data_as<float>()[0]) && std::isnan(y.data_as<float>()[1]));
+  EXPECT_EQ(y.data_as<float>()[2], 1.0f);
+  EXPECT_EQ(y.data_as<float>()[3], -0.5f);
+}
+
+TEST_P(ElementwiseTest, GatedMatchesReferenceAndComposition) {
+  for (ops::Activation act : {ops::Activation::silu, ops::Activation::gelu_erf, ops::Activation::gelu_tanh, ops::Activation::relu}) {
+    for (DType dt : kFloatTypes) {
+      for (std::int64_t h : {1L, 17L, 64L, 1000L}) {
+        SCOPED_TRACE(fmt::format("{} {} h={}", ops::to_string(act), to_string(dt), h));
+        Tensor a = random_tensor(dt, {5, h}, 31, -4.0f, 4.0f), b = random_tensor(dt, {5, h}, 32);
+        Tensor w = random_tensor(DType::f32, {h}, 33), bias = random_tensor(dt, {h}, 34);
+        Tensor y = zeros(dt, {5, h}), ref = zeros(dt, {5, h});
+        ASSERT_TRUE(ops::gated(stream_, act, a, b, y).ok());
+        ASSERT_TRUE(ops::gated(ref_stream_, act, a, b, ref).ok());
+        EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+        // The seeds' act(a) * w + bias, w and bias broadcast per channel.
+        ASSERT_TRUE(ops::gated(stream_, act, a, w, bias, y).ok());
+        ASSERT_TRUE(ops::gated(ref_stream_, act, a, w, bias, ref).ok());
+        EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+        // Fused == the unfused chain (activation, mul, add) in f32.
+        Tensor t = zeros(DType::f32, {5, h}), chain = zeros(DType::f32, {5, h}), fused = zeros(DType::f32, {5, h});
+        ASSERT_TRUE(ops::activation(stream_, act, a, t).ok());
+        ASSERT_TRUE(ops::mul(stream_, t, w, t).ok());
+        ASSERT_TRUE(ops::add(stream_, t, bias, chain).ok());
+        ASSERT_TRUE(ops::gated(stream_, act, a, w, bias, fused).ok());
+        EXPECT_TRUE(close(fused, chain, tolerance_for(DType::f32)));
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, SwigluAndGegluFromOneTensor) {
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(to_string(dt));
+    Tensor x = random_tensor(dt, {7, 2 * 96}, 41, -3.0f, 3.0f);
+    Tensor lo = value_or_die(x.slice(1, 0, 96)), hi = value_or_die(x.slice(1, 96, 192));
+    Tensor y = zeros(dt, {7, 96}), ref = zeros(dt, {7, 96});
+    ASSERT_TRUE(ops::swiglu(stream_, x, y).ok());
+    ASSERT_TRUE(ops::swiglu(ref_stream_, lo, hi, ref).ok());  // silu(first half) * second half
+    EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+    ASSERT_TRUE(ops::geglu(stream_, x, y).ok());
+    ASSERT_TRUE(ops::geglu(ref_stream_, hi, lo, ref).ok());  // first half * gelu(second half)
+    EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
+  }
+}
+
 TEST_P(ElementwiseTest, PicksTheRowOfItsLevel) {
   const TensorDesc d = TensorDesc::contiguous(DType::f32, {4096});
-  auto plan = value_or_die(ops::Unary::plan(ctx_, ops::UnaryOp::silu, d, d));
+  auto plan = value_or_die(ops::Unary::plan(ctx_, ops::Activation::silu, d, d));
   const std::string expected = GetParam() == hw::Isa::scalar ? "unary_ref"
                                : GetParam() == hw::Isa::avx2 ? "unary_avx2"
                                                              : "unary_avx512";
@@ -136,8 +225,8 @@ INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, ::testing::ValuesIn(isa_levels())
 TEST(ElementwiseErrors, PlanNamesTheArgument) {
   Context ctx;
   const TensorDesc f = TensorDesc::contiguous(DType::f32, {4, 8});
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::i32, {4, 8}), f), "x"));
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, f, TensorDesc::contiguous(DType::f32, {4, 9})), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, TensorDesc::contiguous(DType::i32, {4, 8}), f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, f, TensorDesc::contiguous(DType::f32, {4, 9})), "y"));
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, TensorDesc::contiguous(DType::f32, {3}), f), "b"));
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, TensorDesc::contiguous(DType::u8, {4, 8})), "y"));
   // A broadcast (stride 0) output.
@@ -145,18 +234,22 @@ TEST(ElementwiseErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, bcast), "y"));
   // An output whose strides make elements share memory.
   const TensorDesc self_overlap{DType::f32, {64, 1024}, {1, 1}};
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {64, 1024}), self_overlap), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, TensorDesc::contiguous(DType::f32, {64, 1024}), self_overlap), "y"));
   const TensorDesc overlap_3d{DType::f32, {4, 3, 8}, {16, 8, 1}};  // dim 1 (3 x 8) spans 24 > 16
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), overlap_3d), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), overlap_3d), "y"));
   const TensorDesc gapped{DType::f32, {4, 3, 8}, {100, 1, 3}};  // interleaved but disjoint
-  EXPECT_TRUE(ops::Unary::plan(ctx, ops::UnaryOp::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), gapped).ok());
+  EXPECT_TRUE(ops::Unary::plan(ctx, ops::Activation::silu, TensorDesc::contiguous(DType::f32, {4, 3, 8}), gapped).ok());
   // Sizes that overflow, negative dims, bad strides.
   const TensorDesc huge = TensorDesc::contiguous(DType::f32, {std::int64_t(1) << 40, std::int64_t(1) << 40});
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, huge, huge), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, huge, huge), "x"));
   const TensorDesc negative{DType::f32, {-1, 8}, {8, 1}};
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, negative, f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, negative, f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation(200), f, f), "act"));
+  EXPECT_TRUE(fails_naming(ops::Gated::plan(ctx, ops::Activation::silu, f, f, TensorDesc::contiguous(DType::f32, {5}), f), "c"));
+  EXPECT_TRUE(fails_naming(ops::Gated::plan(ctx, ops::Activation::silu, f, TensorDesc::contiguous(DType::i8, {8}), std::nullopt, f), "b"));
+  EXPECT_TRUE(fails_naming(ops::Gated::plan(ctx, ops::Activation::silu, f, f, std::nullopt, TensorDesc::contiguous(DType::f32, {8})), "y"));
   const TensorDesc bad_strides{DType::f32, {4, 8}, {8}};
-  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::UnaryOp::silu, f, bad_strides), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, f, bad_strides), "y"));
 }
 
 TEST(ElementwiseErrors, RunChecksTensorsAndAliasing) {
@@ -174,6 +267,9 @@ TEST(ElementwiseErrors, RunChecksTensorsAndAliasing) {
   Tensor big = random_tensor(DType::f32, {17, 16}, 3);
   Tensor view0 = value_or_die(big.slice(0, 0, 16)), view1 = value_or_die(big.slice(0, 1, 17));
   EXPECT_TRUE(fails_naming(ops::add(stream, view0, b, view1), "y"));
+  // swiglu / geglu from one tensor need an even last dim.
+  Tensor odd = random_tensor(DType::f32, {2, 5}, 4), half = zeros(DType::f32, {2, 2});
+  EXPECT_TRUE(fails_naming(ops::swiglu(stream, odd, half), "x"));
 }
 
 }  // namespace

@@ -213,16 +213,19 @@ Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, st
   return rows;
 }
 
-Result<double> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
-                               const MeasureOptions& options, bool json) {
+Result<Roofline> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                                 const MeasureOptions& options, bool json) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<Row> rows, measure_stream(ctx, suite, array_bytes, options));
-  std::optional<double> read;
-  for (const Row& r : rows)
+  std::optional<double> copy, triad, read;
+  for (const Row& r : rows) {
+    if (r.case_name.starts_with("copy")) copy = r.gbps;
+    if (r.case_name.starts_with("triad")) triad = r.gbps;
     if (r.case_name.starts_with("read")) read = r.gbps;
+  }
   print_rows(fmt::format("stream bandwidth | {} | arrays of {} MiB", threads_label(ctx.pool().threads()), array_bytes >> 20),
              rows, json);
-  if (!read) return Status::internal("stream: no read row");
-  return *read;
+  if (!copy || !triad || !read) return Status::internal("stream: a copy, triad or read row is missing");
+  return Roofline{*copy, *triad, *read};
 }
 
 }  // namespace tessera::app::bench

@@ -130,10 +130,14 @@ double best(std::span<const double> v);
 // writes (STREAM's convention: no write-allocate traffic).
 Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, std::int64_t array_bytes,
                                         const MeasureOptions& options);
+// The bandwidths (GB/s) of the three stream kernels.
+struct Roofline {
+  double copy_gbps, triad_gbps, read_gbps;
+};
 // measure_stream, its rows printed as one table ("stream bandwidth | ..."), or
-// as JSON lines; returns the read bandwidth (GB/s), the roofline of the cold
-// rows measured on the same threads.
-Result<double> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
-                               const MeasureOptions& options, bool json);
+// as JSON lines; returns the bandwidths, the roofline of the cold rows
+// measured on the same threads.
+Result<Roofline> stream_roofline(Context& ctx, std::string_view suite, std::int64_t array_bytes,
+                                 const MeasureOptions& options, bool json);
 
 }  // namespace tessera::app::bench

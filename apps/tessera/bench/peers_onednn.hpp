@@ -1,8 +1,10 @@
 #pragma once
 // oneDNN's matmul primitive as a peer (built only with TESSERA_HAVE_ONEDNN).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/harness.hpp"
 
@@ -21,6 +23,32 @@ Result<std::unique_ptr<GemmImpl>> make_onednn_gemm(GemmType type, std::int64_t k
 // scores. Its inputs are made and filled here, in oneDNN's plain batched
 // layout [B, H, S, D].
 Result<std::unique_ptr<AttentionImpl>> make_onednn_attention(const AttentionShape& shape, DType dtype);
+
+// A memory-bound oneDNN primitive run on the caller's tensors in place
+// (their data, dims and strides become oneDNN memory objects), for
+// `bench membound`. `primitive` names it:
+//   eltwise_relu, eltwise_gelu_erf, eltwise_gelu_tanh, eltwise_swish,
+//   eltwise_logistic, eltwise_tanh, eltwise_exp          {x} -> y
+//   binary_add, binary_mul                                {a, b} -> y
+//   softmax, logsoftmax (last axis)                       {x} -> y
+//   layer_norm (last axis, f32 scale and shift)           {x, gamma, beta} -> y
+//   reorder (any strides, dtype conversion)               {x} -> y
+//   resampling_nearest, resampling_linear (NCHW or NHWC by strides) {x} -> y
+//   reduction_sum (dims where y has 1)                    {x} -> y
+//   concat (along `axis`)                                 inputs -> y
+// The primitive is made for `threads` OpenMP threads.
+struct OnednnMemboundSpec {
+  std::string primitive;
+  std::vector<Tensor> inputs;
+  Tensor output;
+  int axis = -1;
+  float eps = 1e-5f;
+};
+struct OnednnCall {
+  std::function<Status()> run;  // one execution; returns when y is written
+  std::string kernel;           // oneDNN's implementation
+};
+Result<OnednnCall> make_onednn_membound(const OnednnMemboundSpec& spec, int threads);
 
 // "oneDNN 2.6.3".
 std::string onednn_version();

@@ -36,6 +36,7 @@ std::string json_line(const Row& r) {
   j["weights"] = text(r.weights);
   j["pct_peak"] = number(r.pct_peak);
   j["pct_read_bw"] = number(r.pct_read_bw);
+  j["pct_triad_bw"] = number(r.pct_triad_bw);
   j["ratio_vs_best_peer"] = number(r.ratio_vs_best_peer);
   j["best_peer"] = text(r.best_peer);
   j["kernel"] = text(r.kernel);
@@ -46,6 +47,7 @@ std::string fixed(std::optional<double> v, int decimals) { return v ? fmt::forma
 
 std::string roofline(const Row& r) {
   if (r.pct_read_bw) return fmt::format("{:.1f}% read", *r.pct_read_bw);
+  if (r.pct_triad_bw) return fmt::format("{:.1f}% triad", *r.pct_triad_bw);
   if (r.pct_peak) return fmt::format("{:.1f}% peak", *r.pct_peak);
   return "-";
 }

@@ -24,6 +24,7 @@ struct Row {
   std::string weights;                       // GEMM weights, attention's KV cache: "cold" (streamed from DRAM) or "warm"
   std::optional<double> pct_peak;            // % of the compute peak at these threads
   std::optional<double> pct_read_bw;         // % of the read bandwidth measured in the same run
+  std::optional<double> pct_triad_bw;        // % of the triad bandwidth measured in the same run (memory-bound ops)
   // best_peer's median / this row's (> 1: this row is faster). Tessera rows:
   // against the fastest peer; other rows (a peer, a variant): against "tessera".
   std::optional<double> ratio_vs_best_peer;

@@ -18,13 +18,11 @@
 #include <optional>
 #include <string_view>
 
+#include "tessera/ops/activation.hpp"
 #include "tessera/ops/plan.hpp"
 #include "tessera/runtime/context.hpp"
 
 namespace tessera::ops {
-
-enum class Activation : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
-std::string_view to_string(Activation a);
 
 // The plan-time form: the bias and residual descs (absent when not fused).
 // Run-time inputs are {a, b, [bias], [residual]}; the residual may be the

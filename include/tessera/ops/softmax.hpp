@@ -1,9 +1,11 @@
 #pragma once
-// Softmax over the last dim of x [..., Sq, Skv]: y = softmax(scale * x + mask).
+// Softmax over the last dim of x [..., Sq, Skv]: y = softmax(scale * x + mask),
+// or with `log` y = log_softmax(scale * x + mask).
 // causal: query row i (of Sq) sees key columns j <= i + (Skv - Sq), as in
-// attention over a KV cache whose last Sq entries are the queries. A row with
-// no visible finite logit (fully masked) gives zeros, not NaN; a NaN logit
-// makes its row's visible outputs NaN.
+// attention over a KV cache whose last Sq entries are the queries. Columns a
+// row does not see give 0 (log: -inf, the log of that 0); a row with no
+// visible finite logit (fully masked) is all zeros (log: all -inf), not NaN.
+// A NaN logit makes its row's visible outputs NaN; so does +Inf (Inf - Inf).
 #include <optional>
 
 #include "tessera/ops/plan.hpp"
@@ -14,6 +16,7 @@ namespace tessera::ops {
 struct SoftmaxAttrs {
   float scale = 1.0f;
   bool causal = false;
+  bool log = false;  // log-softmax
 };
 
 struct Softmax {

@@ -17,17 +17,6 @@ double b_at(const MatmulArgs& a, std::int64_t k, std::int64_t n) {
   return packed_value(*a.packed, k, n);
 }
 
-double activate(double v, Act act) {
-  switch (act) {
-    case Act::none: return v;
-    case Act::relu: return v < 0 ? 0.0 : v;  // NaN stays NaN
-    case Act::gelu_erf: return 0.5 * v * (1.0 + std::erf(v * M_SQRT1_2));
-    case Act::gelu_tanh: return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-    case Act::silu: return v / (1.0 + std::exp(-v));
-  }
-  return v;
-}
-
 // Row m of A as the kernels see it: W8A8 gives the int8 steps of the row's scale.
 void load_a_row(const MatmulArgs& a, std::int64_t m, std::vector<double>& row) {
   for (std::int64_t k = 0; k < a.k; ++k)

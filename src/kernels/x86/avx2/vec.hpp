@@ -73,6 +73,19 @@ static inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The largest lane. A NaN lane may or may not win: callers that must keep NaN check for it.
+static inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// All ones in lanes i < n, zeros above (0 <= n <= 8): the valid lanes of a tail.
+static inline __m256 lanes_below(std::int64_t n) {
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
 // exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
 // halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
 static inline __m256 exp8(__m256 x) {
@@ -99,15 +112,18 @@ static inline __m256 exp8(__m256 x) {
 
 static inline __m256 abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
 
-// x * sigmoid(x), with e = exp(-|x|) in (0, 1]: sigmoid = 1/(1+e) for x >= 0
-// and e/(1+e) below, accurate far into the tails. -inf gives -0.
-static inline __m256 silu8(__m256 x) {
+// sigmoid(x) from e = exp(-|x|) in (0, 1]: 1/(1+e) for x >= 0 and e/(1+e)
+// below, accurate far into the tails. NaN stays NaN.
+static inline __m256 sigmoid8(__m256 x) {
   const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs8(x)));
   const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 sigmoid = _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), negative);
+  return _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+}
+
+// x * sigmoid(x); -inf gives -0 (not -inf * 0 = NaN).
+static inline __m256 silu8(__m256 x) {
   const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  return _mm256_blendv_ps(_mm256_mul_ps(x, sigmoid), _mm256_set1_ps(-0.0f), minus_inf);
+  return _mm256_blendv_ps(_mm256_mul_ps(x, sigmoid8(x)), _mm256_set1_ps(-0.0f), minus_inf);
 }
 
 // tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no

@@ -3,27 +3,9 @@
 // bias, activation, residual, rounding to C's dtype. Shared by the AVX-512
 // and AMX matmul kernels (static: see vec.hpp).
 #include "kernels/matmul.hpp"
-#include "kernels/x86/avx512/vec.hpp"
+#include "kernels/x86/avx512/activation.hpp"
 
 namespace tessera::kernels::avx512 {
-
-static inline __m512 activate16(__m512 v, Act act) {
-  switch (act) {
-    case Act::none: return v;
-    case Act::relu: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
-    case Act::gelu_erf: {
-      const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
-      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-    }
-    case Act::gelu_tanh: {
-      const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
-      const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v), _mm512_set1_ps(0.7978845608028654f));
-      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(tanh16(u), _mm512_set1_ps(1.0f)));
-    }
-    case Act::silu: return silu16(v);
-  }
-  return v;
-}
 
 // C[m, n : n+16] (masked) = epilogue(acc).
 static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, std::int64_t n, __mmask16 mask) {

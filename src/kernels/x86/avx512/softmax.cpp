@@ -1,3 +1,4 @@
+#include <cmath>
 #include <limits>
 
 #include "kernels/softmax.hpp"
@@ -21,8 +22,9 @@ struct Row {
 }  // namespace
 
 // Three passes over an L1-resident row: max (and NaN check), sum of exps,
-// normalized exps; columns past the causal window are written as zeros.
-// Unit column strides only (see supports()).
+// normalized exps (log: logit - max - log(sum)); columns past the causal
+// window are written as 0 (log: -inf). Unit column strides only (see
+// supports()).
 void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
   const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), ms = bytes_of(a.mask_dtype);
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -52,12 +54,15 @@ void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
     }
     const float sum = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_add_ps(vsum);
     const __m512 inv = _mm512_set1_ps(1.0f / sum);
+    const __m512 log_sum = _mm512_set1_ps(a.log ? float(std::log(double(sum))) : 0.0f);
+    const __m512 hidden = _mm512_set1_ps(a.log ? neg_inf : 0.0f);
     for (std::int64_t c = 0; c < a.cols; c += 16) {
       const __mmask16 m = tail_mask(a.cols - c);
-      __m512 p = _mm512_setzero_ps();
+      __m512 p = hidden;
       if (c < visible && !empty) {
         const __mmask16 vis = tail_mask(visible - c);
-        p = _mm512_maskz_mul_ps(vis, exp16(_mm512_sub_ps(row.logits(c, vis), vm)), inv);
+        const __m512 d = _mm512_sub_ps(row.logits(c, vis), vm);
+        p = a.log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16(d), inv);
       }
       store16(y + c * ys, a.y_dtype, p, m);
     }

@@ -90,16 +90,19 @@ static inline __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// x * sigmoid(x), with e = exp(-|x|) in (0, 1]: sigmoid = 1/(1+e) for x >= 0
-// and e/(1+e) below, accurate far into the tails. -inf gives -0.
-static inline __m512 silu16(__m512 x) {
-  const __m512 abs = _mm512_abs_ps(x);
-  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), abs));
+// sigmoid(x) from e = exp(-|x|) in (0, 1]: 1/(1+e) for x >= 0 and e/(1+e)
+// below, accurate far into the tails. NaN stays NaN.
+static inline __m512 sigmoid16(__m512 x) {
+  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  const __m512 sigmoid = _mm512_mask_mul_ps(inv, negative, inv, e);
+  return _mm512_mask_mul_ps(inv, negative, inv, e);
+}
+
+// x * sigmoid(x); -inf gives -0 (not -inf * 0 = NaN).
+static inline __m512 silu16(__m512 x) {
   const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  return _mm512_mask_mov_ps(_mm512_mul_ps(x, sigmoid), minus_inf, _mm512_set1_ps(-0.0f));
+  return _mm512_mask_mov_ps(_mm512_mul_ps(x, sigmoid16(x)), minus_inf, _mm512_set1_ps(-0.0f));
 }
 
 // tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no

@@ -1,0 +1,30 @@
+#pragma once
+// Reductions along one axis: y = sum, mean or max of x over `axis` (negative
+// counts from the end, as in Python). y's shape is x's without that dim, or
+// with it as 1 when keep_dims. Float storage in and out; sums add up in f64,
+// max compares in f32 and propagates NaN (a NaN along the axis gives NaN).
+// An empty axis: sum gives 0; mean and max have no value and are an error.
+#include <string_view>
+
+#include "tessera/ops/plan.hpp"
+#include "tessera/runtime/context.hpp"
+
+namespace tessera::ops {
+
+enum class ReduceOp { sum, mean, max };
+std::string_view to_string(ReduceOp op);
+
+struct ReduceAttrs {
+  ReduceOp op;
+  int axis;
+  bool keep_dims = false;
+};
+
+struct Reduce {
+  // Inputs {x}, outputs {y}; y may not overlap x.
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const ReduceAttrs& attrs);
+};
+
+Status reduce(Stream& stream, const Tensor& x, const Tensor& y, const ReduceAttrs& attrs);
+
+}  // namespace tessera::ops

@@ -1,0 +1,24 @@
+#include "kernels/group_norm.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+bool unit_stride(const GroupNormProblem& p) { return p.unit_stride; }
+ElementwiseTiling group_norm_tiling(const GroupNormProblem& p, const hw::Info& hw) {
+  return elementwise_tiling(p.numel, p.bytes_per_element, hw);
+}
+}  // namespace
+
+std::span<const KernelRow<GroupNormFamily>> rows(GroupNormFamily) {
+  static const KernelRow<GroupNormFamily> kRows[] = {
+      {"group_norm_avx512", hw::Isa::avx512, unit_stride, group_norm_tiling,
+       {avx512::group_norm_run_stats, avx512::group_norm_column_stats, avx512::group_norm_apply}},
+      {"group_norm_avx2", hw::Isa::avx2, unit_stride, group_norm_tiling,
+       {avx2::group_norm_run_stats, avx2::group_norm_column_stats, avx2::group_norm_apply}},
+      {"group_norm_ref", hw::Isa::scalar, supports_all, group_norm_tiling,
+       {ref::group_norm_run_stats, ref::group_norm_column_stats, ref::group_norm_apply}},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

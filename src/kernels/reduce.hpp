@@ -1,0 +1,54 @@
+#pragma once
+// Reduction family: n outputs, each the sum, mean or max of `length` elements,
+//   y[j * y_stride] = reduce over r < length of x[j * x_stride + r * x_step].
+// Two layouts have SIMD rows. Rows (x_step == 1): each output reduces a
+// contiguous run into vector accumulators, reduced horizontally once at the
+// end. Columns (x_stride == y_stride == 1): outputs lie side by side, and
+// vectors of them accumulate down the reduced axis with no horizontal work.
+// Sums add up in f64; max keeps a NaN; length 0 gives sums of 0 (the op layer
+// rejects mean and max of nothing).
+#include <cstdint>
+#include <span>
+
+#include "kernels/tiling.hpp"
+
+namespace tessera::kernels {
+
+enum class ReduceKind { sum, mean, max };
+
+struct ReduceProblem {
+  DType x, y;
+  std::int64_t outputs;  // in the whole op
+  std::int64_t length;
+  std::int64_t x_step, x_stride, y_stride;  // as in ReduceArgs
+};
+
+struct ReduceArgs {
+  ReduceKind kind;
+  DType x_dtype, y_dtype;
+  std::int64_t n, length;
+  const void* x;                    // null when length is 0
+  std::int64_t x_step, x_stride;    // elements
+  void* y;
+  std::int64_t y_stride;
+};
+
+struct ReduceFamily {
+  using Problem = ReduceProblem;
+  using Tiling = ElementwiseTiling;  // grain: outputs per task
+  using Run = void (*)(const ReduceArgs&);
+};
+
+std::span<const KernelRow<ReduceFamily>> rows(ReduceFamily);
+
+namespace ref { void reduce(const ReduceArgs& a); }
+namespace avx2 {
+void reduce_rows(const ReduceArgs& a);
+void reduce_columns(const ReduceArgs& a);
+}  // namespace avx2
+namespace avx512 {
+void reduce_rows(const ReduceArgs& a);
+void reduce_columns(const ReduceArgs& a);
+}  // namespace avx512
+
+}  // namespace tessera::kernels

@@ -1,0 +1,50 @@
+#include "kernels/reorder.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::kernels {
+
+namespace {
+
+// The SIMD rows move elements through 32-bit lanes: float dtypes convert,
+// one dtype of 2 or 4 bytes moves as raw bits (any dtype, for runs).
+bool simd_supports(const ReorderProblem& p) {
+  if (p.mode == ReorderMode::strided) return false;
+  if (is_floating(p.x) && is_floating(p.y)) return true;
+  return p.x == p.y && (p.mode == ReorderMode::copy || bytes_of(p.x) == 2 || bytes_of(p.x) == 4);
+}
+
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+ReorderTiling tiling(const ReorderProblem& p, const hw::Info& hw) {
+  const std::int64_t bytes = bytes_of(p.x) + bytes_of(p.y);
+  const std::int64_t grain = elementwise_tiling(p.n, bytes, hw).grain;
+  const std::int64_t rows = std::max<std::int64_t>(p.rows, 1), cols = std::max<std::int64_t>(p.cols, 1);
+  std::int64_t br, bc;
+  if (p.mode == ReorderMode::transpose) {
+    // A square of whole 16x16 micro-tiles, or as much area in a thin plane.
+    const auto side = std::max<std::int64_t>(16, std::int64_t(std::sqrt(double(hw.l1d_bytes / 2 / bytes))) / 16 * 16);
+    bc = std::min(cols, side);
+    br = std::min(rows, round_up(side * side / bc, 16));
+    bc = std::min(cols, round_up(side * side / br, 16));
+  } else {
+    // Runs: pieces of a long row, or whole rows gathered up to one task's worth.
+    bc = std::min(cols, grain);
+    br = std::clamp<std::int64_t>(grain / bc, 1, rows);
+  }
+  return {br, bc, std::max<std::int64_t>(1, grain / (br * bc))};
+}
+
+}  // namespace
+
+std::span<const KernelRow<ReorderFamily>> rows(ReorderFamily) {
+  static const KernelRow<ReorderFamily> kRows[] = {
+      {"reorder_avx512", hw::Isa::avx512, simd_supports, tiling, avx512::reorder},
+      {"reorder_avx2", hw::Isa::avx2, simd_supports, tiling, avx2::reorder},
+      {"reorder_ref", hw::Isa::scalar, supports_all, tiling, ref::reorder},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

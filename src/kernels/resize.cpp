@@ -1,0 +1,71 @@
+#include "kernels/resize.hpp"
+
+#include <algorithm>
+
+#include "tessera/ops/resize.hpp"
+
+namespace tessera::kernels {
+
+namespace {
+
+using ops::CoordinateMode;
+
+// 128-bit: (2o + 1) * in, doubled again for rounding, overflows int64 for
+// sizes near 2^31.
+using Wide = __int128;
+
+// The source coordinate of output index o as the exact ratio num / den, den > 0.
+struct SourceCoord {
+  Wide num, den;
+};
+
+SourceCoord source_coord(std::int64_t o, std::int64_t in, std::int64_t out, CoordinateMode coord) {
+  switch (coord) {
+    case CoordinateMode::asymmetric: return {Wide(o) * in, out};
+    case CoordinateMode::align_corners:
+      if (out == 1) return {0, 1};
+      return {Wide(o) * (in - 1), out - 1};
+    case CoordinateMode::pytorch_half_pixel:
+      if (out == 1) return {0, 1};
+      [[fallthrough]];
+    case CoordinateMode::half_pixel: break;
+  }
+  return {Wide(2 * o + 1) * in - out, Wide(2) * out};  // (o + 0.5) * in / out - 0.5
+}
+
+Wide floor_div(Wide num, Wide den) {
+  const Wide q = num / den;
+  return (num % den != 0 && num < 0) ? q - 1 : q;
+}
+
+}  // namespace
+
+std::int64_t resize_nearest_index(std::int64_t o, std::int64_t in, std::int64_t out, CoordinateMode coord,
+                                  ops::NearestRounding rounding) {
+  const SourceCoord s = source_coord(o, in, out, coord);
+  // round_prefer_floor: ceil(s - 1/2) = -floor((den - 2 num) / (2 den)), so exact halves go down.
+  const Wide i = rounding == ops::NearestRounding::floor ? floor_div(s.num, s.den)
+                                                         : -floor_div(s.den - 2 * s.num, 2 * s.den);
+  return std::int64_t(std::clamp<Wide>(i, 0, in - 1));
+}
+
+LinearTaps resize_linear_taps(std::int64_t o, std::int64_t in, std::int64_t out, CoordinateMode coord) {
+  const SourceCoord s = source_coord(o, in, out, coord);
+  if (s.num <= 0) return {0, 0, 1.0f, 0.0f};
+  const Wide i0 = floor_div(s.num, s.den);
+  if (i0 >= in - 1) return {in - 1, in - 1, 1.0f, 0.0f};
+  const Wide rem = s.num - i0 * s.den;  // in [0, den): the fraction's numerator
+  return {std::int64_t(i0), std::int64_t(i0) + 1, float(double(s.den - rem) / double(s.den)),
+          float(double(rem) / double(s.den))};
+}
+
+std::span<const KernelRow<ResizeFamily>> rows(ResizeFamily) {
+  static const KernelRow<ResizeFamily> kRows[] = {
+      {"resize_avx512", hw::Isa::avx512, row_vectorizable, row_tiling, avx512::resize},
+      {"resize_avx2", hw::Isa::avx2, row_vectorizable, row_tiling, avx2::resize},
+      {"resize_ref", hw::Isa::scalar, supports_all, row_tiling, ref::resize},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,76 @@
+#pragma once
+// Resize family (tessera/ops/resize.hpp), and the coordinate mapping behind
+// it: output index -> source index (nearest) or two source taps and their
+// weights (bilinear), per ONNX coordinate mode. The mapping is plain scalar
+// code, also for kernels that resize on the fly (a conv reading a nearest x2
+// upsample of its input).
+//
+// A kernel writes output rows [r0, r1) of one image plane — (n, c) in NCHW,
+// n in NHWC — reading the source rows and columns its two tables name. A
+// pixel holds `channels` elements: C in NHWC, 1 in NCHW (or NHWC with C = 1).
+#include <cstdint>
+#include <span>
+
+#include "kernels/tiling.hpp"
+
+namespace tessera::ops {
+// Defined in tessera/ops/resize.hpp; declared here so kernels need not see the op API.
+enum class CoordinateMode;
+enum class NearestRounding;
+}  // namespace tessera::ops
+
+namespace tessera::kernels {
+
+// Along an axis of `in` -> `out` elements (both >= 1, below 2^31), output
+// index o reads this source index. Exact: the source coordinate is a ratio
+// of integers, so floor and rounding ties are decided without float error.
+std::int64_t resize_nearest_index(std::int64_t o, std::int64_t in, std::int64_t out, ops::CoordinateMode coord,
+                                  ops::NearestRounding rounding);
+
+// y[o] = w0 * x[i0] + w1 * x[i1] with w0 + w1 = 1 and i1 = i0 + 1, except at
+// the edges, where the clamped coordinate gives i1 = i0 and w1 = 0.
+struct LinearTaps {
+  std::int64_t i0, i1;
+  float w0, w1;
+};
+LinearTaps resize_linear_taps(std::int64_t o, std::int64_t in, std::int64_t out, ops::CoordinateMode coord);
+
+// One axis, one entry per output index. Tables hold a multiple of
+// kResizeTableAlign entries, the padding repeating the last entry, so a
+// block of vector lanes reads whole blocks and its source indices span
+// [i0 of its first lane, i1 (or i0) of its last].
+inline constexpr std::int64_t kResizeTableAlign = 16;
+struct ResizeTable {
+  const std::int32_t* i0;  // nearest: the source index; bilinear: the lower tap
+  const std::int32_t* i1;  // bilinear only: the upper tap
+  const float* w0;         // bilinear only: the taps' weights
+  const float* w1;
+};
+
+struct ResizeArgs {
+  DType dtype;  // of x and y
+  bool bilinear;
+  std::int64_t in_width, out_width, channels;
+  const void* x;  // the plane's element [0, 0, 0]
+  std::int64_t x_row_stride, x_pixel_stride, x_channel_stride;
+  void* y;
+  std::int64_t y_row_stride, y_pixel_stride, y_channel_stride;
+  ResizeTable rows, cols;
+};
+
+// RowProblem: rows = output rows of all planes, cols = elements per output
+// row (Wo * channels), param = the dtype, unit_stride = stride 1 along the
+// vector dim — channels, or columns when channels == 1 — in x and y.
+struct ResizeFamily {
+  using Problem = RowProblem;
+  using Tiling = RowTiling;
+  using Run = void (*)(const ResizeArgs&, std::int64_t r0, std::int64_t r1);
+};
+
+std::span<const KernelRow<ResizeFamily>> rows(ResizeFamily);
+
+namespace ref { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx2 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx512 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
+
+}  // namespace tessera::kernels

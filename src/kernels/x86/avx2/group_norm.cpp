@@ -1,0 +1,109 @@
+#include "kernels/group_norm.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+// As the AVX-512 rows: deviations from a shift near the data add up in f32
+// over at most kFlush vectors or lines, then move into f64.
+static constexpr std::int64_t kFlush = 64;
+
+static inline char* at(const GroupNormOperand& o, std::int64_t line, std::int64_t i) {
+  return static_cast<char*>(o.data) + (line * o.line_stride + i) * bytes_of(o.dtype);
+}
+
+// x [+ residual] at elements i..i+n-1 (n <= 8) of a line; zeros in the lanes past n.
+static inline __m256 input8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n) {
+  __m256 v = load8_n(at(a.x, line, i), a.x.dtype, n);
+  if (a.residual.data) v = _mm256_add_ps(v, load8_n(at(a.residual, line, i), a.residual.dtype, n));
+  return v;
+}
+
+// v as the statistics see it: written to sum when there is one, and read back rounded.
+static inline __m256 stats8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n) {
+  const __m256 v = input8(a, line, i, n);
+  if (!a.sum.data) return v;
+  char* s = at(a.sum, line, i);
+  store8_n(s, a.sum.dtype, v, n);
+  return load8_n(s, a.sum.dtype, n);
+}
+
+static inline __m256d widen_sum(__m256 v) {
+  return _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+static inline double hsum_pd(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// sums[i] += p[i] in f64, then p[i] = 0, for i < n.
+static inline void flush(float* p, double* sums, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    _mm256_storeu_pd(sums + i, _mm256_add_pd(_mm256_loadu_pd(sums + i), _mm256_cvtps_pd(_mm_loadu_ps(p + i))));
+    _mm_storeu_ps(p + i, _mm_setzero_ps());
+  }
+  for (; i < n; ++i) {
+    sums[i] += double(p[i]);
+    p[i] = 0.0f;
+  }
+}
+
+static inline __m256 coef8(const float* p, std::int64_t stride, std::int64_t i, std::int64_t n) {
+  return stride ? load8_n(p + i, DType::f32, n) : _mm256_set1_ps(*p);
+}
+
+void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256d t1 = _mm256_setzero_pd(), t2 = _mm256_setzero_pd();
+  for (std::int64_t l = 0; l < a.lines; ++l)
+    for (std::int64_t i = 0; i < a.len;) {
+      __m256 p1 = _mm256_setzero_ps(), p2 = _mm256_setzero_ps();
+      for (const std::int64_t end = a.len - i > kFlush * 8 ? i + kFlush * 8 : a.len; i < end; i += 8) {
+        const std::int64_t n = a.len - i;
+        __m256 d = _mm256_sub_ps(stats8(a, l, i, n), s);
+        if (n < 8) d = _mm256_and_ps(d, lanes_below(n));  // lanes past the end add nothing
+        p1 = _mm256_add_ps(p1, d);
+        p2 = _mm256_fmadd_ps(d, d, p2);
+      }
+      t1 = _mm256_add_pd(t1, widen_sum(p1));
+      t2 = _mm256_add_pd(t2, widen_sum(p2));
+    }
+  sums[0] += hsum_pd(t1);
+  sums[1] += hsum_pd(t2);
+}
+
+// Per-channel partials in scratch, updated with unit-stride vectors per line.
+// Past the end of a line v and shift both load as zeros, so d is 0 there.
+void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
+  float* p1 = scratch;
+  float* p2 = scratch + a.len;
+  for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
+  for (std::int64_t l0 = 0; l0 < a.lines; l0 += kFlush) {
+    const std::int64_t l1 = a.lines - l0 > kFlush ? l0 + kFlush : a.lines;
+    for (std::int64_t l = l0; l < l1; ++l)
+      for (std::int64_t i = 0; i < a.len; i += 8) {
+        const std::int64_t n = a.len - i;
+        const __m256 d = _mm256_sub_ps(stats8(a, l, i, n), load8_n(shift + i, DType::f32, n));
+        store8_n(p1 + i, DType::f32, _mm256_add_ps(load8_n(p1 + i, DType::f32, n), d), n);
+        store8_n(p2 + i, DType::f32, _mm256_fmadd_ps(d, d, load8_n(p2 + i, DType::f32, n)), n);
+      }
+    flush(p1, sums, a.len);
+    flush(p2, sums + a.len, a.len);
+  }
+}
+
+void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
+  for (std::int64_t l = 0; l < a.lines; ++l)
+    for (std::int64_t i = 0; i < a.len; i += 8) {
+      const std::int64_t n = a.len - i;
+      const __m256 v = a.sum.data ? load8_n(at(a.sum, l, i), a.sum.dtype, n) : input8(a, l, i, n);
+      __m256 t = _mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
+                                 coef8(c.bias, c.stride, i, n));
+      if (c.silu) t = silu8(t);
+      if (a.mul.data) t = _mm256_mul_ps(t, load8_n(at(a.mul, l, i), a.mul.dtype, n));
+      store8_n(at(a.y, l, i), a.y.dtype, t, n);
+    }
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,0 +1,95 @@
+#include <algorithm>
+
+#include "kernels/norm.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+// The passes of the AVX-512 row (the sum or the mean, the centered squares,
+// the output; f64 statistics), 8 columns at a time; unit column strides only.
+
+// v as a store to dtype t and a load back would give it.
+static inline __m256 rounded(__m256 v, DType t) {
+  switch (t) {
+    case DType::bf16: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(to_bf16(v)), 16));
+    case DType::f16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    default: return v;
+  }
+}
+
+// All bits set in the first k lanes.
+static inline __m256 first_lanes(std::int64_t k) {
+  return _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps(float(k)), _CMP_LT_OQ);
+}
+
+template <bool kSquare>
+static inline void accumulate(__m256 v, __m256d& lo, __m256d& hi) {
+  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+  if constexpr (kSquare) {
+    lo = _mm256_fmadd_pd(a, a, lo);
+    hi = _mm256_fmadd_pd(b, b, hi);
+  } else {
+    lo = _mm256_add_pd(lo, a);
+    hi = _mm256_add_pd(hi, b);
+  }
+}
+
+// The f64 sum of chunk(c, k) (squared when kSquare) over the row's chunks of
+// k <= 8 columns, in four chains so that the adds' latency does not bound the
+// pass. Lanes past k must be 0.
+template <bool kSquare, class Chunk>
+static inline double row_sum(std::int64_t n, Chunk&& chunk) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    accumulate<kSquare>(chunk(c, 8), s0, s1);
+    accumulate<kSquare>(chunk(c + 8, 8), s2, s3);
+  }
+  for (; c < n; c += 8) accumulate<kSquare>(chunk(c, std::min<std::int64_t>(8, n - c)), s0, s1);
+  const __m256d s = _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3));
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t n = a.cols;
+  const std::int64_t xs = bytes_of(a.x_dtype), rs = bytes_of(a.residual_dtype), ss = bytes_of(a.sum_dtype), ys = bytes_of(a.y_dtype);
+  // The row normalized: the sum as stored when there is a residual, else x.
+  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
+  const std::int64_t vs = bytes_of(vt);
+  const bool layer = a.kind == NormKind::layer;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
+    const char* v = x;
+    double total = 0.0;  // of v, for the mean
+    if (a.residual) {
+      const char* res = static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs;
+      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * ss;
+      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) {
+        const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, a.x_dtype, k), load8_n(res + c * rs, a.residual_dtype, k)), a.sum_dtype);
+        store8_n(sum + c * ss, a.sum_dtype, t, k);
+        return t;
+      });
+      v = sum;
+    } else if (layer) {
+      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) { return load8_n(x + c * xs, a.x_dtype, k); });
+    }
+    const double mean = layer ? total / double(n) : 0.0;
+    const __m256 mean8 = _mm256_set1_ps(float(mean));
+    const double var = row_sum<true>(n, [&](std::int64_t c, std::int64_t k) {
+                         const __m256 d = _mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8);
+                         return k == 8 ? d : _mm256_and_ps(d, first_lanes(k));
+                       }) / double(n);
+    const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
+    for (std::int64_t c = 0; c < n; c += 8) {
+      const std::int64_t k = std::min<std::int64_t>(8, n - c);
+      const __m256 g = a.gamma ? load8_n(advance(a.gamma, a.gamma_dtype, c), a.gamma_dtype, k) : _mm256_set1_ps(1.0f);
+      const __m256 b = a.beta ? load8_n(advance(a.beta, a.beta_dtype, c), a.beta_dtype, k) : _mm256_setzero_ps();
+      const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8), inv);
+      store8_n(y + c * ys, a.y_dtype, _mm256_fmadd_ps(d, g, b), k);
+    }
+  }
+}
+
+}  // namespace tessera::kernels::avx2

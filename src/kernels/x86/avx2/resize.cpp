@@ -1,0 +1,115 @@
+#include <algorithm>
+
+#include "kernels/resize.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+namespace {
+
+// The source elements that one block of 8 output columns reads from a row:
+// indices [first, last] (they never decrease along a row). Spans of up to 16
+// elements sit in two registers and are picked with permutes; wider ones
+// are gathered.
+class Window {
+ public:
+  Window(const char* row, DType t, std::int64_t width, std::int64_t first, std::int64_t last)
+      : row_(row), t_(t), first_(first), span_(last - first) {
+    const std::int64_t es = bytes_of(t);
+    // Cut to the row: the last block's window may reach past its end.
+    if (span_ < 16) lo_ = load8_n(row + first * es, t, std::min<std::int64_t>(8, width - first));
+    if (span_ >= 8 && span_ < 16) hi_ = load8_n(row + (first + 8) * es, t, std::min<std::int64_t>(8, width - first - 8));
+  }
+
+  // Element idx[l] of the row in lane l.
+  __m256 pick(__m256i idx) const {
+    const __m256i rel = _mm256_sub_epi32(idx, _mm256_set1_epi32(int(first_)));
+    // permutevar8x32 reads the low 3 bits of rel: lanes past 7 take hi_ at rel - 8.
+    if (span_ < 8) return _mm256_permutevar8x32_ps(lo_, rel);
+    if (span_ < 16)
+      return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo_, rel), _mm256_permutevar8x32_ps(hi_, rel),
+                              _mm256_castsi256_ps(_mm256_cmpgt_epi32(rel, _mm256_set1_epi32(7))));
+    if (t_ == DType::f32) return _mm256_i32gather_ps(reinterpret_cast<const float*>(row_), idx, 4);
+    // 16-bit elements: a 32-bit gather would read 2 bytes past the row's last element.
+    alignas(32) std::int32_t at[8];
+    char v[32];  // sized for load8's f32 case, which GCC cannot rule out
+    _mm256_store_si256(reinterpret_cast<__m256i*>(at), idx);
+    for (int l = 0; l < 8; ++l) std::memcpy(v + 2 * l, row_ + 2 * std::int64_t(at[l]), 2);
+    return load8(v, t_);
+  }
+
+ private:
+  const char* row_;
+  DType t_;
+  std::int64_t first_, span_;
+  __m256 lo_ = _mm256_setzero_ps(), hi_ = _mm256_setzero_ps();
+};
+
+__m256 blend(__m256 w0, __m256 a, __m256 w1, __m256 b) { return _mm256_fmadd_ps(w1, b, _mm256_mul_ps(w0, a)); }
+
+__m256i load_indices(const std::int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// channels == 1 (NCHW): 8 output columns at a time, their sources picked
+// from a window of the source row(s).
+void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(a.dtype);
+  const ResizeTable& c = a.cols;
+  for (std::int64_t w = 0; w < a.out_width; w += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, a.out_width - w);
+    const __m256i i0 = load_indices(c.i0 + w);
+    if (!a.bilinear) {
+      const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 7]);
+      store8_n(y + w * es, a.dtype, src.pick(i0), n);
+      continue;
+    }
+    const __m256i i1 = load_indices(c.i1 + w);
+    const __m256 wx0 = _mm256_loadu_ps(c.w0 + w), wx1 = _mm256_loadu_ps(c.w1 + w);
+    const Window up(top, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
+    const Window down(bottom, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
+    const __m256 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
+    const __m256 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
+    store8_n(y + w * es, a.dtype, blend(_mm256_set1_ps(a.rows.w0[r]), upper, _mm256_set1_ps(a.rows.w1[r]), lower), n);
+  }
+}
+
+// channels > 1 (NHWC): one output pixel at a time, its channels 8 at a time.
+void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(a.dtype), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
+  const ResizeTable& c = a.cols;
+  for (std::int64_t w = 0; w < a.out_width; ++w) {
+    char* out = y + w * yp;
+    const std::int64_t left = c.i0[w] * xp;
+    if (!a.bilinear) {
+      std::memcpy(out, top + left, std::size_t(a.channels * es));  // nearest moves the elements as they are
+      continue;
+    }
+    const std::int64_t right = c.i1[w] * xp;
+    const __m256 wx0 = _mm256_set1_ps(c.w0[w]), wx1 = _mm256_set1_ps(c.w1[w]);
+    const __m256 wy0 = _mm256_set1_ps(a.rows.w0[r]), wy1 = _mm256_set1_ps(a.rows.w1[r]);
+    for (std::int64_t ch = 0; ch < a.channels; ch += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, a.channels - ch), at = ch * es;
+      const __m256 upper = blend(wx0, load8_n(top + left + at, a.dtype, n), wx1, load8_n(top + right + at, a.dtype, n));
+      const __m256 lower =
+          blend(wx0, load8_n(bottom + left + at, a.dtype, n), wx1, load8_n(bottom + right + at, a.dtype, n));
+      store8_n(out + at, a.dtype, blend(wy0, upper, wy1, lower), n);
+    }
+  }
+}
+
+}  // namespace
+
+void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(a.dtype);
+  const char* x = static_cast<const char*>(a.x);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
+    const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
+    if (a.channels == 1)
+      resize_columns(a, top, bottom, y, r);
+    else
+      resize_pixels(a, top, bottom, y, r);
+  }
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,0 +1,70 @@
+#include <cmath>
+#include <limits>
+
+#include "kernels/softmax.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+namespace {
+struct Row {
+  const char* x;
+  const char* mask;
+  DType x_dtype, mask_dtype;
+  __m256 scale;
+  std::int64_t xs, ms;  // element sizes
+  // Logits of columns c .. c + min(n, 8); lanes past n hold -inf, which
+  // neither raises the max nor adds to the sum (exp8(-inf) is 0).
+  __m256 logits(std::int64_t c, std::int64_t n) const {
+    __m256 l = _mm256_mul_ps(load8_n(x + c * xs, x_dtype, n), scale);
+    if (mask) l = _mm256_add_ps(l, load8_n(mask + c * ms, mask_dtype, n));
+    return n >= 8 ? l : _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), l, lanes_below(n));
+  }
+};
+}  // namespace
+
+// The AVX-512 row's three passes, 8 lanes wide: max (and NaN check), sum of
+// exps, normalized exps (log: logit - max - log(sum)); columns past the
+// causal window are written as 0 (log: -inf). Unit column strides only.
+void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), ms = bytes_of(a.mask_dtype);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const __m256 hidden = _mm256_set1_ps(a.log ? neg_inf : 0.0f);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const Row row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
+                  a.mask ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr,
+                  a.x_dtype, a.mask_dtype, _mm256_set1_ps(a.scale), xs, ms};
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
+    const std::int64_t window = r + a.causal_offset + 1;
+    const std::int64_t visible = !a.causal || window > a.cols ? a.cols : window < 0 ? 0 : window;
+
+    __m256 vmax = _mm256_set1_ps(neg_inf), nan = _mm256_setzero_ps();
+    for (std::int64_t c = 0; c < visible; c += 8) {
+      const __m256 l = row.logits(c, visible - c);
+      nan = _mm256_or_ps(nan, _mm256_cmp_ps(l, l, _CMP_UNORD_Q));
+      vmax = _mm256_max_ps(vmax, l);
+    }
+    const bool has_nan = _mm256_movemask_ps(nan) != 0;
+    const float max = hmax(vmax);
+    const bool empty = max == neg_inf && !has_nan;
+    const __m256 vm = _mm256_set1_ps(max);
+    __m256 vsum = _mm256_setzero_ps();
+    for (std::int64_t c = 0; c < visible && !empty; c += 8)
+      vsum = _mm256_add_ps(vsum, exp8(_mm256_sub_ps(row.logits(c, visible - c), vm)));
+    const float sum = has_nan ? std::numeric_limits<float>::quiet_NaN() : hsum(vsum);
+    const __m256 inv = _mm256_set1_ps(1.0f / sum);
+    const __m256 log_sum = _mm256_set1_ps(a.log ? float(std::log(double(sum))) : 0.0f);
+    for (std::int64_t c = 0; c < a.cols; c += 8) {
+      __m256 p = hidden;
+      if (c < visible && !empty) {
+        const __m256 d = _mm256_sub_ps(row.logits(c, visible - c), vm);
+        p = a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp8(d), inv);
+        // A NaN row's sum would make the hidden lanes NaN too.
+        if (visible - c < 8) p = _mm256_blendv_ps(hidden, p, lanes_below(visible - c));
+      }
+      store8_n(y + c * ys, a.y_dtype, p, a.cols - c);
+    }
+  }
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,0 +1,30 @@
+#pragma once
+// Every activation on 16 f32 lanes, for the unary, gated and matmul
+// epilogue kernels (static: see vec.hpp).
+#include "kernels/activation.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+static inline __m512 activate16(__m512 v, Act act) {
+  switch (act) {
+    case Act::none: return v;
+    case Act::relu: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+    case Act::gelu_erf: {
+      const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+    }
+    case Act::gelu_tanh: {
+      const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+      const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v), _mm512_set1_ps(0.7978845608028654f));
+      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(tanh16(u), _mm512_set1_ps(1.0f)));
+    }
+    case Act::silu: return silu16(v);
+    case Act::sigmoid: return sigmoid16(v);
+    case Act::tanh: return tanh16(v);
+    case Act::exp: return exp16(v);
+  }
+  return v;
+}
+
+}  // namespace tessera::kernels::avx512

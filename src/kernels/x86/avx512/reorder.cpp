@@ -1,0 +1,71 @@
+#include <cstring>
+
+#include "kernels/reorder.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// Elements travel in 32-bit lanes. Between float dtypes they convert; within
+// one dtype (`raw`) they keep their bits: 16-bit ones zero-extended and
+// truncated back, so integers and NaN payloads come out unchanged.
+static inline __m512 load_lanes(const void* p, DType t, bool raw, __mmask16 m) {
+  if (raw && bytes_of(t) == 2) return _mm512_castsi512_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)));
+  return load16(p, raw ? DType::f32 : t, m);
+}
+
+static inline void store_lanes(void* p, DType t, bool raw, __m512 v, __mmask16 m) {
+  if (raw && bytes_of(t) == 2)
+    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_castps_si512(v)));
+  else
+    store16(p, raw ? DType::f32 : t, v, m);
+}
+
+static inline std::int64_t min(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+
+static void copy_runs(const ReorderArgs& a) {
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
+    if (a.x_dtype == a.y_dtype) {
+      std::memcpy(y, x, std::size_t(a.cols * xs));
+      continue;
+    }
+    for (std::int64_t c = 0; c < a.cols; c += 16) {
+      const __mmask16 m = tail_mask(a.cols - c);
+      store16(y + c * ys, a.y_dtype, load16(x + c * xs, a.x_dtype, m), m);
+    }
+  }
+}
+
+// 16x16 micro-tiles: 16 rows of x (16 elements along cols each) in, one
+// in-register transpose, 16 rows of y (16 elements along rows each) out.
+// Tails are masked on both sides; missing x rows enter as zeros.
+static void transpose(const ReorderArgs& a) {
+  const bool raw = a.x_dtype == a.y_dtype;
+  for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
+    const std::int64_t nr = min(16, a.rows - r0);
+    const __mmask16 row_mask = tail_mask(nr);
+    for (std::int64_t c0 = 0; c0 < a.cols; c0 += 16) {
+      const std::int64_t nc = min(16, a.cols - c0);
+      const __mmask16 col_mask = tail_mask(nc);
+      __m512 t[16];
+      for (int i = 0; i < 16; ++i)
+        t[i] = i < nr ? load_lanes(advance(a.x, a.x_dtype, (r0 + i) * a.x_row_stride + c0), a.x_dtype, raw, col_mask)
+                      : _mm512_setzero_ps();
+      transpose16x16(t);
+      for (int j = 0; j < nc; ++j)
+        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], row_mask);
+    }
+  }
+}
+
+// copy or transpose blocks only (see the row's supports()).
+void reorder(const ReorderArgs& a) {
+  if (a.y_col_stride == 1)
+    copy_runs(a);
+  else
+    transpose(a);
+}
+
+}  // namespace tessera::kernels::avx512

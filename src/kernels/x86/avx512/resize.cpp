@@ -1,0 +1,119 @@
+#include <cstring>
+
+#include "kernels/resize.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+namespace {
+
+// The source elements that one block of 16 output columns reads from a row:
+// indices [first, last] (they never decrease along a row). Spans of up to
+// 32 elements — every upsample, and downsamples to about half — sit in one
+// or two registers and are picked with a permute; wider ones are gathered.
+class Window {
+ public:
+  Window(const char* row, DType t, std::int64_t width, std::int64_t first, std::int64_t last)
+      : row_(row), t_(t), first_(first), span_(last - first) {
+    const std::int64_t es = bytes_of(t);
+    // Masked to the row: the last block's window may reach past its end.
+    if (span_ < 32) lo_ = load16(row + first * es, t, tail_mask(width - first));
+    if (span_ >= 16 && span_ < 32) hi_ = load16(row + (first + 16) * es, t, tail_mask(width - first - 16));
+  }
+
+  // Element idx[l] of the row in lane l.
+  __m512 pick(__m512i idx) const {
+    const __m512i rel = _mm512_sub_epi32(idx, _mm512_set1_epi32(int(first_)));
+    if (span_ < 16) return _mm512_permutexvar_ps(rel, lo_);
+    if (span_ < 32) return _mm512_permutex2var_ps(lo_, rel, hi_);
+    if (t_ == DType::f32) return _mm512_i32gather_ps(idx, row_, 4);
+    // 16-bit elements: a 32-bit gather would read 2 bytes past the row's last element.
+    alignas(64) std::int32_t at[16];
+    char v[64];  // sized for load16's f32 case, which GCC cannot rule out
+    _mm512_store_si512(at, idx);
+    for (int l = 0; l < 16; ++l) std::memcpy(v + 2 * l, row_ + 2 * std::int64_t(at[l]), 2);
+    return load16(v, t_, 0xffff);
+  }
+
+ private:
+  const char* row_;
+  DType t_;
+  std::int64_t first_, span_;
+  __m512 lo_ = _mm512_setzero_ps(), hi_ = _mm512_setzero_ps();
+};
+
+__m512 blend(__m512 w0, __m512 a, __m512 w1, __m512 b) { return _mm512_fmadd_ps(w1, b, _mm512_mul_ps(w0, a)); }
+
+// channels == 1 (NCHW): 16 output columns at a time, their sources picked
+// from a window of the source row(s).
+void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(a.dtype);
+  const ResizeTable& c = a.cols;
+  for (std::int64_t w = 0; w < a.out_width; w += 16) {
+    const __mmask16 m = tail_mask(a.out_width - w);
+    const __m512i i0 = _mm512_loadu_si512(c.i0 + w);
+    if (!a.bilinear) {
+      const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 15]);
+      store16(y + w * es, a.dtype, src.pick(i0), m);
+      continue;
+    }
+    const __m512i i1 = _mm512_loadu_si512(c.i1 + w);
+    const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
+    const Window up(top, a.dtype, a.in_width, c.i0[w], c.i1[w + 15]);
+    const Window down(bottom, a.dtype, a.in_width, c.i0[w], c.i1[w + 15]);
+    const __m512 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
+    const __m512 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
+    store16(y + w * es, a.dtype, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m);
+  }
+}
+
+// Copies n bytes, 64 at a time, the last piece masked.
+void copy_bytes(char* dst, const char* src, std::int64_t n) {
+  for (std::int64_t b = 0; b < n; b += 64) {
+    const __mmask64 m = n - b >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - b)) - 1;
+    _mm512_mask_storeu_epi8(dst + b, m, _mm512_maskz_loadu_epi8(m, src + b));
+  }
+}
+
+// channels > 1 (NHWC): one output pixel at a time, its channels 16 at a time.
+void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(a.dtype), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
+  const ResizeTable& c = a.cols;
+  for (std::int64_t w = 0; w < a.out_width; ++w) {
+    char* out = y + w * yp;
+    const std::int64_t left = c.i0[w] * xp;
+    if (!a.bilinear) {
+      copy_bytes(out, top + left, a.channels * es);  // nearest moves the elements as they are
+      continue;
+    }
+    const std::int64_t right = c.i1[w] * xp;
+    const __m512 wx0 = _mm512_set1_ps(c.w0[w]), wx1 = _mm512_set1_ps(c.w1[w]);
+    const __m512 wy0 = _mm512_set1_ps(a.rows.w0[r]), wy1 = _mm512_set1_ps(a.rows.w1[r]);
+    for (std::int64_t ch = 0; ch < a.channels; ch += 16) {
+      const __mmask16 m = tail_mask(a.channels - ch);
+      const std::int64_t at = ch * es;
+      const __m512 upper = blend(wx0, load16(top + left + at, a.dtype, m), wx1, load16(top + right + at, a.dtype, m));
+      const __m512 lower =
+          blend(wx0, load16(bottom + left + at, a.dtype, m), wx1, load16(bottom + right + at, a.dtype, m));
+      store16(out + at, a.dtype, blend(wy0, upper, wy1, lower), m);
+    }
+  }
+}
+
+}  // namespace
+
+void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(a.dtype);
+  const char* x = static_cast<const char*>(a.x);
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
+    const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
+    if (a.channels == 1)
+      resize_columns(a, top, bottom, y, r);
+    else
+      resize_pixels(a, top, bottom, y, r);
+  }
+}
+
+}  // namespace tessera::kernels::avx512

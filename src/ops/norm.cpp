@@ -1,0 +1,225 @@
+#include "tessera/ops/norm.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/norm.hpp"
+#include "ops/common.hpp"
+
+namespace tessera::ops {
+
+using namespace detail;
+using kernels::NormKind;
+
+namespace {
+
+std::string_view op_name(NormKind kind, bool add) {
+  if (kind == NormKind::rms) return add ? "add_rms_norm" : "rms_norm";
+  return add ? "add_layer_norm" : "layer_norm";
+}
+
+// Holds the tensors in run() order: inputs {x, [residual], [gamma], [beta]},
+// outputs {y, [sum]}; sum is there exactly when residual is.
+class NormPlan final : public Plan {
+ public:
+  NormPlan(NormKind kind, std::vector<TensorDesc> inputs, std::vector<std::string_view> input_names,
+           std::vector<TensorDesc> outputs, int gamma_at, int beta_at, NormAttrs attrs,
+           const kernels::KernelRow<kernels::NormFamily>* row, kernels::RowTiling tiling, SplitDims<4> rows)
+      : Plan(row->name, bytes_of_all(inputs, outputs), flops_of(kind, outputs)),
+        kind_(kind), inputs_(std::move(inputs)), input_names_(std::move(input_names)), outputs_(std::move(outputs)),
+        gamma_at_(gamma_at), beta_at_(beta_at), attrs_(attrs), row_(row), tiling_(tiling), rows_(rows) {}
+
+  std::string_view op() const override { return op_name(kind_, has_residual()); }
+
+  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    static constexpr std::string_view kOut[] = {"y", "sum"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, input_names_));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, std::span(kOut, outputs_.size())));
+    // Every element of x and residual is read before the same element of y
+    // or sum is written, so y may be x's very view and sum x's or residual's.
+    for (std::size_t o = 0; o < out.size(); ++o)
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const bool may_alias = (i == 0 || (o == 1 && i == 1)) && inputs_[i].dtype == outputs_[o].dtype;
+        TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], input_names_[i], may_alias));
+      }
+    if (has_residual()) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "sum", out[0], "y", false));
+    return stream.submit(op(), [&] {
+      const TensorDesc &x = inputs_[0], &y = outputs_[0];
+      const TensorDesc& residual = has_residual() ? inputs_[1] : x;
+      const TensorDesc& sum = has_residual() ? outputs_[1] : y;
+      const TensorDesc* gamma = gamma_at_ >= 0 ? &inputs_[gamma_at_] : nullptr;
+      const TensorDesc* beta = beta_at_ >= 0 ? &inputs_[beta_at_] : nullptr;
+      const int last = x.rank() - 1;
+      const kernels::NormArgs args{
+          kind_, x.dtype, residual.dtype, sum.dtype, gamma ? gamma->dtype : x.dtype, beta ? beta->dtype : x.dtype, y.dtype,
+          x.shape[last],
+          nullptr, rows_.inner_strides[0], x.strides[last],
+          nullptr, rows_.inner_strides[1], residual.strides[last],
+          nullptr, rows_.inner_strides[2], sum.strides[last],
+          gamma ? in[gamma_at_].data() : nullptr, gamma ? gamma->strides[0] : 0,
+          beta ? in[beta_at_].data() : nullptr, beta ? beta->strides[0] : 0,
+          nullptr, rows_.inner_strides[3], y.strides[last],
+          attrs_.eps};
+      parallel_over(stream.context().pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
+                    [&](const std::array<std::int64_t, 4>& off, std::int64_t r0, std::int64_t r1) {
+                      kernels::NormArgs a = args;
+                      a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);
+                      if (has_residual()) {
+                        a.residual = byte_ptr(in[1]) + off[1] * bytes_of(residual.dtype);
+                        a.sum = const_cast<char*>(byte_ptr(out[1])) + off[2] * bytes_of(sum.dtype);
+                      }
+                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[3] * bytes_of(y.dtype);
+                      row_->run(a, r0, r1);
+                    });
+      return Status{};
+    });
+  }
+
+ private:
+  bool has_residual() const { return outputs_.size() == 2; }
+
+  static std::int64_t bytes_of_all(const std::vector<TensorDesc>& inputs, const std::vector<TensorDesc>& outputs) {
+    std::int64_t bytes = 0;
+    for (const auto* list : {&inputs, &outputs})
+      for (const TensorDesc& d : *list) bytes = saturating_add(bytes, traffic_bytes({d}));
+    return bytes;
+  }
+  // Per element: the residual add; for layer the mean's add and two
+  // centerings; the square-add, the scale and gamma's multiply-add.
+  static std::int64_t flops_of(NormKind kind, const std::vector<TensorDesc>& outputs) {
+    const std::int64_t per_element = (kind == NormKind::layer ? 8 : 4) + (outputs.size() == 2 ? 1 : 0);
+    return saturating_mul(per_element, outputs[0].numel());
+  }
+
+  NormKind kind_;
+  std::vector<TensorDesc> inputs_;
+  std::vector<std::string_view> input_names_;
+  std::vector<TensorDesc> outputs_;
+  int gamma_at_, beta_at_;  // index in inputs_, -1 when absent
+  NormAttrs attrs_;
+  const kernels::KernelRow<kernels::NormFamily>* row_;
+  kernels::RowTiling tiling_;
+  SplitDims<4> rows_;  // x, residual, sum, y
+};
+
+// residual and sum are given together (the add variants) or not at all.
+Result<PlanPtr> plan_norm(Context& ctx, NormKind kind, const TensorDesc& x, const std::optional<TensorDesc>& residual,
+                          const std::optional<TensorDesc>& gamma, const std::optional<TensorDesc>& beta,
+                          const TensorDesc& y, const std::optional<TensorDesc>& sum, const NormAttrs& attrs) {
+  TESSERA_RETURN_IF_ERROR(x.validate("x"));
+  TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
+  const int last = x.rank() - 1;
+  const std::int64_t cols = x.shape[last];
+  if (cols == 0) return Status::invalid_argument(fmt::format("x: last dim (normalized) is 0 in shape {}, expected > 0", x.shape.to_string()));
+  const auto check_row_shaped = [&](const TensorDesc& d, std::string_view name, bool written) -> Status {
+    TESSERA_RETURN_IF_ERROR(d.validate(name));
+    TESSERA_RETURN_IF_ERROR(check_float(d, name));
+    TESSERA_RETURN_IF_ERROR(check_same_shape(d, name, x.shape, "x's shape"));
+    return written ? check_writable(d, name) : Status{};
+  };
+  const auto check_param = [&](const TensorDesc& d, std::string_view name) -> Status {
+    TESSERA_RETURN_IF_ERROR(d.validate(name));
+    TESSERA_RETURN_IF_ERROR(check_float(d, name));
+    TESSERA_RETURN_IF_ERROR(check_rank(d, name, 1, 1));
+    return check_same_shape(d, name, Shape{cols}, "x's last dim");
+  };
+  if (residual) TESSERA_RETURN_IF_ERROR(check_row_shaped(*residual, "residual", false));
+  if (gamma) TESSERA_RETURN_IF_ERROR(check_param(*gamma, "gamma"));
+  if (beta) TESSERA_RETURN_IF_ERROR(check_param(*beta, "beta"));
+  TESSERA_RETURN_IF_ERROR(check_row_shaped(y, "y", true));
+  if (sum) TESSERA_RETURN_IF_ERROR(check_row_shaped(*sum, "sum", true));
+  if (!std::isfinite(attrs.eps) || attrs.eps < 0)
+    return Status::invalid_argument(fmt::format("eps: {} is not a finite value >= 0", attrs.eps));
+
+  std::vector<TensorDesc> inputs{x}, outputs{y};
+  std::vector<std::string_view> names{"x"};
+  if (residual) inputs.push_back(*residual), names.push_back("residual"), outputs.push_back(*sum);
+  const int gamma_at = gamma ? int(inputs.size()) : -1;
+  if (gamma) inputs.push_back(*gamma), names.push_back("gamma");
+  const int beta_at = beta ? int(inputs.size()) : -1;
+  if (beta) inputs.push_back(*beta), names.push_back("beta");
+
+  // Rows: every dim but the last, walked in step by x, residual, sum and y.
+  const TensorDesc& r = residual ? *residual : x;
+  const TensorDesc& s = sum ? *sum : y;
+  Shape lead;
+  std::array<Strides, 4> strides;
+  for (int i = 0; i < last; ++i) {
+    lead.push_back(x.shape[i]);
+    for (int k = 0; const TensorDesc* d : {&x, &r, &s, &y}) strides[k++].push_back(d->strides[i]);
+  }
+  // Column stride 1 in every operand; a single column is contiguous whatever its stride.
+  bool unit = true;
+  for (const TensorDesc* d : {&x, &r, &s, &y}) unit = unit && d->strides[last] == 1;
+  for (const auto* p : {&gamma, &beta}) unit = unit && (!*p || (*p)->strides[0] == 1);
+  const kernels::RowProblem problem{x.dtype, y.dtype, gamma ? gamma->dtype : x.dtype, x.numel() / cols, cols, unit || cols == 1};
+  const auto* row = kernels::select<kernels::NormFamily>(problem, ctx.isa());
+  return PlanPtr(std::make_shared<NormPlan>(kind, std::move(inputs), std::move(names), std::move(outputs), gamma_at, beta_at,
+                                            attrs, row, row->tiling(problem, ctx.hw()), split_last(collapse<4>(lead, strides))));
+}
+
+std::optional<TensorDesc> desc_of(const std::optional<Tensor>& t) { return t ? std::optional(t->desc()) : std::nullopt; }
+
+// The one-shot path. The key says which of gamma and beta are there: with
+// only one of them, their descs alone would not tell.
+Status run_norm(Stream& stream, NormKind kind, const Tensor& x, const std::optional<Tensor>& residual,
+                const std::optional<Tensor>& gamma, const std::optional<Tensor>& beta, const Tensor& y,
+                const std::optional<Tensor>& sum, const NormAttrs& attrs) {
+  std::vector<Tensor> in{x}, out{y};
+  for (const auto* t : {&residual, &gamma, &beta})
+    if (*t) in.push_back(**t);
+  if (sum) out.push_back(*sum);
+  PlanKey key(op_name(kind, residual.has_value()), stream.context().isa());
+  key.add(std::int64_t(gamma.has_value())).add(std::int64_t(beta.has_value())).add(attrs.eps);
+  for (const Tensor& t : in) key.add(t.desc());
+  for (const Tensor& t : out) key.add(t.desc());
+  return run_cached(stream, key, [&] {
+    return plan_norm(stream.context(), kind, x.desc(), desc_of(residual), desc_of(gamma), desc_of(beta), y.desc(), desc_of(sum), attrs);
+  }, in, out);
+}
+
+}  // namespace
+
+Result<PlanPtr> RmsNorm::plan(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& gamma,
+                              const TensorDesc& y, const NormAttrs& attrs) {
+  return plan_norm(ctx, NormKind::rms, x, std::nullopt, gamma, std::nullopt, y, std::nullopt, attrs);
+}
+
+Result<PlanPtr> LayerNorm::plan(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& gamma,
+                                const std::optional<TensorDesc>& beta, const TensorDesc& y, const NormAttrs& attrs) {
+  return plan_norm(ctx, NormKind::layer, x, std::nullopt, gamma, beta, y, std::nullopt, attrs);
+}
+
+Result<PlanPtr> AddRmsNorm::plan(Context& ctx, const TensorDesc& x, const TensorDesc& residual,
+                                 const std::optional<TensorDesc>& gamma, const TensorDesc& y, const TensorDesc& sum,
+                                 const NormAttrs& attrs) {
+  return plan_norm(ctx, NormKind::rms, x, residual, gamma, std::nullopt, y, sum, attrs);
+}
+
+Result<PlanPtr> AddLayerNorm::plan(Context& ctx, const TensorDesc& x, const TensorDesc& residual,
+                                   const std::optional<TensorDesc>& gamma, const std::optional<TensorDesc>& beta,
+                                   const TensorDesc& y, const TensorDesc& sum, const NormAttrs& attrs) {
+  return plan_norm(ctx, NormKind::layer, x, residual, gamma, beta, y, sum, attrs);
+}
+
+Status rms_norm(Stream& stream, const Tensor& x, const std::optional<Tensor>& gamma, const Tensor& y, const NormAttrs& attrs) {
+  return run_norm(stream, NormKind::rms, x, std::nullopt, gamma, std::nullopt, y, std::nullopt, attrs);
+}
+
+Status layer_norm(Stream& stream, const Tensor& x, const std::optional<Tensor>& gamma, const std::optional<Tensor>& beta,
+                  const Tensor& y, const NormAttrs& attrs) {
+  return run_norm(stream, NormKind::layer, x, std::nullopt, gamma, beta, y, std::nullopt, attrs);
+}
+
+Status add_rms_norm(Stream& stream, const Tensor& x, const Tensor& residual, const std::optional<Tensor>& gamma,
+                    const Tensor& y, const Tensor& sum, const NormAttrs& attrs) {
+  return run_norm(stream, NormKind::rms, x, residual, gamma, std::nullopt, y, sum, attrs);
+}
+
+Status add_layer_norm(Stream& stream, const Tensor& x, const Tensor& residual, const std::optional<Tensor>& gamma,
+                      const std::optional<Tensor>& beta, const Tensor& y, const Tensor& sum, const NormAttrs& attrs) {
+  return run_norm(stream, NormKind::layer, x, residual, gamma, beta, y, sum, attrs);
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,167 @@
+#include "tessera/ops/resize.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "kernels/resize.hpp"
+#include "ops/common.hpp"
+
+namespace tessera::ops {
+
+using namespace detail;
+
+namespace {
+
+// One axis's mapping for every output index, computed once per plan; the
+// kernels read it through kernels::ResizeTable.
+struct AxisTable {
+  std::vector<std::int32_t> i0, i1;
+  std::vector<float> w0, w1;
+
+  kernels::ResizeTable view() const { return {i0.data(), i1.data(), w0.data(), w1.data()}; }
+};
+
+AxisTable make_table(std::int64_t in, std::int64_t out, const ResizeAttrs& attrs) {
+  constexpr std::int64_t align = kernels::kResizeTableAlign;
+  const auto n = static_cast<std::size_t>((out + align - 1) / align * align);
+  const bool bilinear = attrs.mode == ResizeMode::bilinear;
+  AxisTable t;
+  t.i0.resize(n);
+  if (bilinear) t.i1.resize(n), t.w0.resize(n), t.w1.resize(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t o = std::min<std::int64_t>(std::int64_t(k), out - 1);  // the padding repeats the last entry
+    if (!bilinear) {
+      t.i0[k] = std::int32_t(kernels::resize_nearest_index(o, in, out, attrs.coord, attrs.rounding));
+      continue;
+    }
+    const kernels::LinearTaps taps = kernels::resize_linear_taps(o, in, out, attrs.coord);
+    t.i0[k] = std::int32_t(taps.i0), t.i1[k] = std::int32_t(taps.i1), t.w0[k] = taps.w0, t.w1[k] = taps.w1;
+  }
+  return t;
+}
+
+class ResizePlan final : public Plan {
+ public:
+  ResizePlan(const TensorDesc& x, const TensorDesc& y, const kernels::KernelRow<kernels::ResizeFamily>* row,
+             kernels::RowTiling tiling, StridedDims<2> planes, std::int64_t out_rows, kernels::ResizeArgs args,
+             AxisTable rows, AxisTable cols)
+      : Plan(row->name, traffic_bytes({x, y}),
+             // Bilinear: three two-tap blends (2 multiplies, 1 add) per element.
+             args.bilinear ? saturating_mul(9, y.numel()) : 0),
+        descs_{x, y}, row_(row), tiling_(tiling), planes_(planes), out_rows_(out_rows), args_(args),
+        rows_(std::move(rows)), cols_(std::move(cols)) {}
+
+  std::string_view op() const override { return "resize"; }
+
+  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 1), kOut));
+    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "x", false));
+    return stream.submit(op(), [&] {
+      if (descs_[1].numel() == 0) return Status{};
+      kernels::ResizeArgs args = args_;
+      args.rows = rows_.view();
+      args.cols = cols_.view();
+      const std::int64_t es = bytes_of(args.dtype);
+      parallel_over(stream.context().pool(), planes_, out_rows_, tiling_.rows_per_task,
+                    [&](const std::array<std::int64_t, 2>& off, std::int64_t r0, std::int64_t r1) {
+                      kernels::ResizeArgs a = args;
+                      a.x = byte_ptr(in[0]) + off[0] * es;
+                      a.y = const_cast<char*>(byte_ptr(out[0])) + off[1] * es;
+                      row_->run(a, r0, r1);
+                    });
+      return Status{};
+    });
+  }
+
+ private:
+  TensorDesc descs_[2];
+  const kernels::KernelRow<kernels::ResizeFamily>* row_;
+  kernels::RowTiling tiling_;
+  StridedDims<2> planes_;  // (n, c) in NCHW, n in NHWC: element offsets of x's and y's planes
+  std::int64_t out_rows_;
+  kernels::ResizeArgs args_;  // all but the plane pointers and the tables
+  AxisTable rows_, cols_;
+};
+
+Status check_attrs(const ResizeAttrs& attrs) {
+  if (attrs.mode != ResizeMode::nearest && attrs.mode != ResizeMode::bilinear)
+    return Status::invalid_argument(fmt::format("mode: {} is not a ResizeMode (nearest or bilinear)", int(attrs.mode)));
+  switch (attrs.coord) {
+    case CoordinateMode::half_pixel:
+    case CoordinateMode::align_corners:
+    case CoordinateMode::asymmetric:
+    case CoordinateMode::pytorch_half_pixel: break;
+    default:
+      return Status::invalid_argument(fmt::format(
+          "coord: {} is not a CoordinateMode (half_pixel, align_corners, asymmetric or pytorch_half_pixel)", int(attrs.coord)));
+  }
+  if (attrs.rounding != NearestRounding::round_prefer_floor && attrs.rounding != NearestRounding::floor)
+    return Status::invalid_argument(
+        fmt::format("rounding: {} is not a NearestRounding (round_prefer_floor or floor)", int(attrs.rounding)));
+  return {};
+}
+
+}  // namespace
+
+Result<PlanPtr> Resize::plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const ResizeAttrs& attrs) {
+  TESSERA_RETURN_IF_ERROR(x.validate("x"));
+  TESSERA_RETURN_IF_ERROR(y.validate("y"));
+  TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 4, 4));
+  TESSERA_RETURN_IF_ERROR(check_rank(y, "y", 4, 4));
+  if (y.dtype != x.dtype)
+    return Status::invalid_argument(fmt::format("y: dtype {} must equal x's dtype {}", to_string(y.dtype), to_string(x.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_attrs(attrs));
+
+  const bool nhwc = attrs.channels_last;
+  const int hd = nhwc ? 1 : 2, wd = hd + 1, cd = nhwc ? 3 : 1;  // dims of H, W, C
+  const char* layout = nhwc ? "[N, H, W, C]" : "[N, C, H, W]";
+  if (y.shape[0] != x.shape[0] || y.shape[cd] != x.shape[cd])
+    return Status::invalid_argument(fmt::format("y: shape {} must keep x's N = {} and C = {} (layout {})", y.shape.to_string(),
+                                                x.shape[0], x.shape[cd], layout));
+  const std::int64_t h = x.shape[hd], w = x.shape[wd], ho = y.shape[hd], wo = y.shape[wd], c = x.shape[cd];
+  if (ho == 0 || wo == 0)
+    return Status::invalid_argument(
+        fmt::format("y: output size {}x{} (shape {}, layout {}), expected Ho and Wo > 0", ho, wo, y.shape.to_string(), layout));
+  if (h == 0 || w == 0)
+    return Status::invalid_argument(fmt::format("x: input size {}x{} (shape {}, layout {}) is empty, expected H and W > 0",
+                                                h, w, x.shape.to_string(), layout));
+  // The kernels' tables and gathers index rows and columns with 32 bits.
+  if (std::max(h, w) > INT32_MAX)
+    return Status::invalid_argument(fmt::format("x: input size {}x{} exceeds {} per dim", h, w, INT32_MAX));
+  if (std::max(ho, wo) > INT32_MAX)
+    return Status::invalid_argument(fmt::format("y: output size {}x{} exceeds {} per dim", ho, wo, INT32_MAX));
+  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
+
+  Shape plane_shape{x.shape[0]};
+  Strides xs{x.strides[0]}, ys{y.strides[0]};
+  if (!nhwc) plane_shape.push_back(c), xs.push_back(x.strides[1]), ys.push_back(y.strides[1]);
+  const StridedDims<2> planes = collapse<2>(plane_shape, {xs, ys});
+
+  // A pixel of one element (NCHW, or NHWC with C = 1) vectorizes along the
+  // row; wider pixels along their channels.
+  const std::int64_t channels = nhwc ? c : 1;
+  const bool unit_stride = channels == 1 ? (w == 1 || x.strides[wd] == 1) && (wo == 1 || y.strides[wd] == 1)
+                                         : x.strides[cd] == 1 && y.strides[cd] == 1;
+  const kernels::ResizeArgs args{x.dtype, attrs.mode == ResizeMode::bilinear, w, wo, channels,
+                                 nullptr, x.strides[hd], x.strides[wd], nhwc ? x.strides[cd] : 0,
+                                 nullptr, y.strides[hd], y.strides[wd], nhwc ? y.strides[cd] : 0};
+  const kernels::RowProblem problem{x.dtype, y.dtype, x.dtype, planes.numel() * ho, wo * channels, unit_stride};
+  const auto* row = kernels::select<kernels::ResizeFamily>(problem, ctx.isa());
+  return PlanPtr(std::make_shared<ResizePlan>(x, y, row, row->tiling(problem, ctx.hw()), planes, ho, args,
+                                              make_table(h, ho, attrs), make_table(w, wo, attrs)));
+}
+
+Status resize(Stream& stream, const Tensor& x, const Tensor& y, const ResizeAttrs& attrs) {
+  PlanKey key("resize", stream.context().isa());
+  key.add(x.desc()).add(y.desc());
+  key.add(std::int64_t(attrs.mode)).add(std::int64_t(attrs.coord)).add(std::int64_t(attrs.rounding));
+  key.add(std::int64_t(attrs.channels_last));
+  const Tensor in[] = {x}, out[] = {y};
+  return run_cached(stream, key, [&] { return Resize::plan(stream.context(), x.desc(), y.desc(), attrs); }, in, out);
+}
+
+}  // namespace tessera::ops

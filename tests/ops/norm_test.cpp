@@ -1,0 +1,301 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+enum class Op { rms, layer, add_rms, add_layer };
+const Op kOps[] = {Op::rms, Op::layer, Op::add_rms, Op::add_layer};
+
+std::string_view name(Op op) {
+  switch (op) {
+    case Op::rms: return "rms_norm";
+    case Op::layer: return "layer_norm";
+    case Op::add_rms: return "add_rms_norm";
+    case Op::add_layer: return "add_layer_norm";
+  }
+  return "";
+}
+bool adds(Op op) { return op == Op::add_rms || op == Op::add_layer; }
+bool has_beta(Op op) { return op == Op::layer || op == Op::add_layer; }
+
+// One op through its one-shot function. residual and sum are used by the add
+// variants only, beta by the layer variants only.
+Status run(Stream& s, Op op, const Tensor& x, const Tensor& residual, const std::optional<Tensor>& gamma,
+           const std::optional<Tensor>& beta, const Tensor& y, const Tensor& sum, float eps = 1e-5f) {
+  const ops::NormAttrs attrs{.eps = eps};
+  switch (op) {
+    case Op::rms: return ops::rms_norm(s, x, gamma, y, attrs);
+    case Op::layer: return ops::layer_norm(s, x, gamma, beta, y, attrs);
+    case Op::add_rms: return ops::add_rms_norm(s, x, residual, gamma, y, sum, attrs);
+    case Op::add_layer: return ops::add_layer_norm(s, x, residual, gamma, beta, y, sum, attrs);
+  }
+  return Status{};
+}
+
+// A contiguous copy of t, to run in place on.
+Tensor clone(const Tensor& t) {
+  Tensor c = value_or_die(Tensor::empty(t.dtype(), t.shape()));
+  EXPECT_TRUE(copy(t, c).ok());
+  return c;
+}
+
+// Bit-for-bit equality of two contiguous tensors of one dtype.
+::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
+  if (!(a.desc() == b.desc()) || !a.is_contiguous()) return ::testing::AssertionFailure() << "not comparable";
+  if (std::memcmp(a.data(), b.data(), std::size_t(a.numel() * bytes_of(a.dtype()))) != 0)
+    return ::testing::AssertionFailure() << "bits differ";
+  return ::testing::AssertionSuccess();
+}
+
+class NormTest : public IsaTest {
+ protected:
+  // Runs op at this ISA on the given (maybe strided) inputs and at scalar on
+  // contiguous copies of them, into fresh outputs of x's shape and dtype, and
+  // compares y and sum.
+  void expect_matches_reference(Op op, const Tensor& x, const Tensor& residual, const std::optional<Tensor>& gamma,
+                                const std::optional<Tensor>& beta, float eps = 1e-5f) {
+    const DType dt = x.dtype();
+    const auto clone_of = [](const std::optional<Tensor>& t) { return t ? std::optional(clone(*t)) : std::nullopt; };
+    Tensor y = zeros(dt, x.shape()), sum = zeros(dt, x.shape());
+    Tensor ry = zeros(dt, x.shape()), rsum = zeros(dt, x.shape());
+    ASSERT_TRUE(run(stream_, op, x, residual, gamma, beta, y, sum, eps).ok());
+    ASSERT_TRUE(run(ref_stream_, op, clone(x), clone(residual), clone_of(gamma), clone_of(beta), ry, rsum, eps).ok());
+    EXPECT_TRUE(close(y, ry, tolerance_for(dt, x.dim(x.rank() - 1))));
+    if (adds(op)) {
+      EXPECT_TRUE(close(sum, rsum, tolerance_for(dt)));
+    }
+  }
+};
+
+TEST_P(NormTest, MatchesReference) {
+  for (Op op : kOps) {
+    for (DType dt : kFloatTypes) {
+      for (std::int64_t cols : kRowLengths) {
+        for (std::int64_t rows : {1L, 7L, 128L}) {
+          SCOPED_TRACE(fmt::format("{} {} rows={} cols={}", name(op), to_string(dt), rows, cols));
+          expect_matches_reference(op, random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f), random_tensor(dt, {rows, cols}, 2, -3.0f, 3.0f),
+                                   random_tensor(dt, {cols}, 3), random_tensor(dt, {cols}, 4));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(NormTest, WithoutAffineAndMixedDtypes) {
+  for (Op op : kOps) {
+    for (std::int64_t cols : {17L, 1000L}) {
+      for (bool with_gamma : {false, true}) {
+        for (bool with_beta : {false, true}) {
+          if (with_beta && !has_beta(op)) continue;
+          SCOPED_TRACE(fmt::format("{} cols={} gamma={} beta={}", name(op), cols, with_gamma, with_beta));
+          const auto gamma = with_gamma ? std::optional(random_tensor(DType::f32, {cols}, 3)) : std::nullopt;
+          const auto beta = with_beta ? std::optional(random_tensor(DType::f32, {cols}, 4)) : std::nullopt;
+          expect_matches_reference(op, random_tensor(DType::f32, {5, cols}, 1), random_tensor(DType::f32, {5, cols}, 2), gamma, beta);
+        }
+      }
+    }
+  }
+  // bf16 activations, f32 parameters, f16 residual, f32 output and sum.
+  Tensor x = random_tensor(DType::bf16, {9, 300}, 5), res = random_tensor(DType::f16, {9, 300}, 6);
+  Tensor g = random_tensor(DType::f32, {300}, 7), b = random_tensor(DType::f32, {300}, 8);
+  Tensor y = zeros(DType::f32, {9, 300}), sum = zeros(DType::f32, {9, 300});
+  Tensor ry = zeros(DType::f32, {9, 300}), rsum = zeros(DType::f32, {9, 300});
+  ASSERT_TRUE(ops::add_layer_norm(stream_, x, res, g, b, y, sum).ok());
+  ASSERT_TRUE(ops::add_layer_norm(ref_stream_, x, res, g, b, ry, rsum).ok());
+  EXPECT_TRUE(close(y, ry, tolerance_for(DType::f32, 300)));
+  EXPECT_TRUE(close(sum, rsum, tolerance_for(DType::f32)));
+}
+
+TEST_P(NormTest, StridedViews) {
+  for (Op op : kOps) {
+    SCOPED_TRACE(name(op));
+    // Rows with gaps in every operand, outputs too (a 3-D batch).
+    Tensor x = random_tensor(DType::f32, {2, 5, 96}, 3), res = random_tensor(DType::f32, {2, 5, 96}, 4);
+    Tensor g = random_tensor(DType::f32, {96}, 5), b = random_tensor(DType::f32, {96}, 6);
+    Tensor y = padded_copy(zeros(DType::f32, x.shape())), sum = padded_copy(zeros(DType::f32, x.shape()), 5);
+    Tensor ry = zeros(DType::f32, x.shape()), rsum = zeros(DType::f32, x.shape());
+    ASSERT_TRUE(run(stream_, op, padded_copy(x), padded_copy(res, 7), g, b, y, sum).ok());
+    ASSERT_TRUE(run(ref_stream_, op, x, res, g, b, ry, rsum).ok());
+    EXPECT_TRUE(close(y, ry, tolerance_for(DType::f32, 96)));
+    if (adds(op)) {
+      EXPECT_TRUE(close(sum, rsum, tolerance_for(DType::f32)));
+    }
+    // Column stride > 1 (a transposed view), and every other gamma element.
+    Tensor xt = value_or_die(random_tensor(DType::f32, {33, 19}, 7).transpose(0, 1));
+    Tensor rt = value_or_die(random_tensor(DType::f32, {33, 19}, 8).transpose(0, 1));
+    Tensor gs = value_or_die(random_tensor(DType::f32, {66}, 9).slice(0, 0, 66, 2));
+    expect_matches_reference(op, xt, rt, gs, b.slice(0, 0, 33).value());
+  }
+}
+
+TEST_P(NormTest, InPlace) {
+  Tensor g = random_tensor(DType::f32, {100}, 3), b = random_tensor(DType::f32, {100}, 4);
+  for (Op op : kOps) {
+    SCOPED_TRACE(name(op));
+    Tensor x = padded_copy(random_tensor(DType::f32, {6, 100}, 1)), res = random_tensor(DType::f32, {6, 100}, 2);
+    Tensor ry = zeros(DType::f32, x.shape()), rsum = zeros(DType::f32, x.shape());
+    ASSERT_TRUE(run(ref_stream_, op, x, res, g, b, ry, rsum).ok());
+    // y over x.
+    Tensor xy = padded_copy(x), sum = zeros(DType::f32, x.shape());
+    ASSERT_TRUE(run(stream_, op, xy, res, g, b, xy, sum).ok());
+    EXPECT_TRUE(close(xy, ry, tolerance_for(DType::f32, 100)));
+    if (!adds(op)) continue;
+    EXPECT_TRUE(close(sum, rsum, tolerance_for(DType::f32)));
+    // sum over x, and sum over residual.
+    Tensor xs = padded_copy(x), y = zeros(DType::f32, x.shape());
+    ASSERT_TRUE(run(stream_, op, xs, res, g, b, y, xs).ok());
+    EXPECT_TRUE(close(y, ry, tolerance_for(DType::f32, 100)));
+    EXPECT_TRUE(close(xs, rsum, tolerance_for(DType::f32)));
+    Tensor rs = clone(res);
+    ASSERT_TRUE(run(stream_, op, x, rs, g, b, y, rs).ok());
+    EXPECT_TRUE(close(y, ry, tolerance_for(DType::f32, 100)));
+    EXPECT_TRUE(close(rs, rsum, tolerance_for(DType::f32)));
+  }
+}
+
+TEST_P(NormTest, ConstantRowsGiveBeta) {
+  // A constant row has no spread: y is beta (0 for RMSNorm on zeros), also
+  // with eps = 0, where the naive formula divides 0 by 0.
+  Tensor g = random_tensor(DType::f32, {40}, 3), b = random_tensor(DType::f32, {40}, 4);
+  for (Op op : kOps) {
+    for (float eps : {0.0f, 1e-5f}) {
+      SCOPED_TRACE(fmt::format("{} eps={}", name(op), eps));
+      const bool layer = has_beta(op);
+      Tensor x = zeros(DType::f32, {3, 40}), res = zeros(DType::f32, {3, 40});
+      if (layer)
+        for (std::int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = 1.5f + float(i / 40) * 1e6f;
+      Tensor y = random_tensor(DType::f32, {3, 40}, 5), sum = zeros(DType::f32, {3, 40});
+      ASSERT_TRUE(run(stream_, op, x, res, g, b, y, sum, eps).ok());
+      for (std::int64_t i = 0; i < y.numel(); ++i)
+        ASSERT_EQ(y.data_as<float>()[i], layer ? b.data_as<float>()[i % 40] : 0.0f) << "element " << i;
+    }
+  }
+}
+
+TEST_P(NormTest, HugeValues) {
+  // |x| ~ 1e20: the squares overflow f32, not the f64 statistics.
+  for (Op op : kOps) {
+    SCOPED_TRACE(name(op));
+    expect_matches_reference(op, random_tensor(DType::f32, {3, 100}, 11, 1e20f, 3e20f), random_tensor(DType::f32, {3, 100}, 12, -1e20f, 1e20f),
+                             random_tensor(DType::f32, {100}, 13), random_tensor(DType::f32, {100}, 14));
+  }
+}
+
+TEST_P(NormTest, FusedEqualsAddThenNorm) {
+  for (DType dt : kFloatTypes) {
+    for (std::int64_t cols : {3L, 255L, 4096L}) {
+      SCOPED_TRACE(fmt::format("{} cols={}", to_string(dt), cols));
+      Tensor x = random_tensor(dt, {7, cols}, 1, -3.0f, 3.0f), res = random_tensor(dt, {7, cols}, 2, -3.0f, 3.0f);
+      Tensor g = random_tensor(dt, {cols}, 3), b = random_tensor(dt, {cols}, 4);
+      Tensor sum = zeros(dt, x.shape()), y = zeros(dt, x.shape());
+      Tensor sum2 = zeros(dt, x.shape()), y2 = zeros(dt, x.shape());
+      ASSERT_TRUE(ops::add(stream_, x, res, sum2).ok());
+      EXPECT_TRUE(ops::add_rms_norm(stream_, x, res, g, y, sum).ok());
+      EXPECT_TRUE(ops::rms_norm(stream_, sum2, g, y2).ok());
+      EXPECT_TRUE(identical(sum, sum2));
+      EXPECT_TRUE(identical(y, y2)) << "rms";
+      EXPECT_TRUE(ops::add_layer_norm(stream_, x, res, g, b, y, sum).ok());
+      EXPECT_TRUE(ops::layer_norm(stream_, sum2, g, b, y2).ok());
+      EXPECT_TRUE(identical(sum, sum2));
+      EXPECT_TRUE(identical(y, y2)) << "layer";
+    }
+  }
+}
+
+TEST_P(NormTest, NoRowsIsEmpty) {
+  Tensor g = random_tensor(DType::f32, {8}, 3);
+  for (Op op : kOps) {
+    SCOPED_TRACE(name(op));
+    for (const Shape& shape : {Shape{0, 8}, Shape{2, 0, 8}}) {
+      Tensor x = zeros(DType::f32, shape), y = zeros(DType::f32, shape), sum = zeros(DType::f32, shape);
+      EXPECT_TRUE(run(stream_, op, x, x, g, g, y, sum).ok());
+    }
+  }
+}
+
+TEST_P(NormTest, KernelChoiceAndTraffic) {
+  const TensorDesc x = TensorDesc::contiguous(DType::f32, {4, 32}), g = TensorDesc::contiguous(DType::f32, {32});
+  const std::string_view simd = ctx_.isa() >= hw::Isa::avx512 ? "norm_avx512" : ctx_.isa() >= hw::Isa::avx2 ? "norm_avx2" : "norm_ref";
+  auto plan = value_or_die(ops::AddRmsNorm::plan(ctx_, x, x, g, x, x));
+  EXPECT_EQ(plan->kernel(), simd);
+  EXPECT_EQ(plan->bytes_moved(), 4 * 512 + 128);  // x, residual, y and sum once each, and gamma
+  // A column stride > 1 takes the reference row.
+  const TensorDesc xt{DType::f32, {4, 32}, {1, 4}};
+  EXPECT_EQ(value_or_die(ops::LayerNorm::plan(ctx_, xt, g, g, x))->kernel(), "norm_ref");
+  // x broadcast over rows (stride 0) is read once.
+  const TensorDesc xb{DType::f32, {4, 32}, {0, 1}};
+  EXPECT_EQ(value_or_die(ops::RmsNorm::plan(ctx_, xb, std::nullopt, x))->bytes_moved(), 128 + 512);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, NormTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+TEST(NormErrors, PlanNamesTheArgument) {
+  Context ctx;
+  const auto d = [](DType t, const Shape& s) { return TensorDesc::contiguous(t, s); };
+  const TensorDesc x = d(DType::f32, {4, 8}), g = d(DType::f32, {8});
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // x
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, d(DType::i32, {4, 8}), g, x), "x"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, d(DType::f32, {}), g, x), "x"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, d(DType::f32, {4, 0}), d(DType::f32, {0}), d(DType::f32, {4, 0})), "x"));
+  EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, d(DType::f32, {4, 0}), d(DType::f32, {4, 0}), std::nullopt, std::nullopt,
+                                                   d(DType::f32, {4, 0}), d(DType::f32, {4, 0})), "x"));
+  // gamma and beta
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x, d(DType::f32, {7}), x), "gamma"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x, d(DType::i8, {8}), x), "gamma"));
+  EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, d(DType::f32, {1, 8}), g, x), "gamma"));
+  EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, g, d(DType::f32, {9}), x), "beta"));
+  EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, std::nullopt, d(DType::u8, {8}), x), "beta"));
+  EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, x, x, g, d(DType::f32, {4, 8}), x, x), "beta"));
+  // residual
+  EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, d(DType::f32, {4, 7}), g, x, x), "residual"));
+  EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, d(DType::f32, {1, 8}), g, x, x), "residual"));
+  EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, x, d(DType::i8, {4, 8}), g, g, x, x), "residual"));
+  // y and sum
+  const TensorDesc rows_overlap{DType::f32, {4, 8}, {0, 1}};  // every row at the same address
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x, g, d(DType::f32, {8, 4})), "y"));
+  EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, g, g, d(DType::i32, {4, 8})), "y"));
+  EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, g, g, rows_overlap), "y"));
+  EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, x, g, x, d(DType::f32, {4, 9})), "sum"));
+  EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, x, g, x, d(DType::i8, {4, 8})), "sum"));
+  EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, x, x, g, g, x, rows_overlap), "sum"));
+  // eps
+  for (float eps : {-1.0f, nan, inf}) {
+    EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x, g, x, {.eps = eps}), "eps"));
+    EXPECT_TRUE(fails_naming(ops::LayerNorm::plan(ctx, x, g, g, x, {.eps = eps}), "eps"));
+    EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, x, g, x, x, {.eps = eps}), "eps"));
+    EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, x, x, g, g, x, x, {.eps = eps}), "eps"));
+  }
+}
+
+TEST(NormErrors, RunRejectsOverlapsAndWrongTensors) {
+  Context ctx;
+  Stream stream(ctx);
+  Tensor x = random_tensor(DType::f32, {4, 8}, 1), res = random_tensor(DType::f32, {4, 8}, 2);
+  Tensor g = random_tensor(DType::f32, {8}, 3), y = zeros(DType::f32, {4, 8}), sum = zeros(DType::f32, {4, 8});
+  // y over x, shifted by one row: not the same view.
+  Tensor wide = random_tensor(DType::f32, {5, 8}, 4);
+  Tensor top = value_or_die(wide.slice(0, 0, 4)), bottom = value_or_die(wide.slice(0, 1, 5));
+  EXPECT_TRUE(fails_naming(ops::rms_norm(stream, top, g, bottom), "y"));
+  EXPECT_TRUE(fails_naming(ops::layer_norm(stream, top, g, std::nullopt, bottom), "y"));
+  // y over gamma.
+  Tensor row = value_or_die(y.slice(0, 0, 1));
+  EXPECT_TRUE(fails_naming(ops::rms_norm(stream, value_or_die(x.slice(0, 0, 1)), value_or_die(row.reshape({8})), row), "y"));
+  // y over residual, sum over y, sum shifted over x.
+  EXPECT_TRUE(fails_naming(ops::add_rms_norm(stream, x, res, g, res, sum), "y"));
+  EXPECT_TRUE(fails_naming(ops::add_layer_norm(stream, x, res, g, g, y, y), "sum"));
+  EXPECT_TRUE(fails_naming(ops::add_rms_norm(stream, top, res, g, y, bottom), "sum"));
+  // run() with tensors that do not match the plan.
+  auto plan = value_or_die(ops::AddRmsNorm::plan(ctx, x.desc(), res.desc(), g.desc(), y.desc(), sum.desc()));
+  EXPECT_TRUE(plan->run(stream, {x, res, g}, {y, sum}).ok());
+  EXPECT_TRUE(fails_naming(plan->run(stream, {x, res, random_tensor(DType::f32, {9}, 5)}, {y, sum}), "gamma"));
+  EXPECT_TRUE(fails_naming(plan->run(stream, {x, res, g}, {y, zeros(DType::bf16, {4, 8})}), "sum"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,201 @@
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/element.hpp"
+#include "support/harness.hpp"
+
+namespace tessera::testing {
+namespace {
+
+using ops::ReduceOp;
+
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max};
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// x's shape with `axis` (already non-negative) removed, or kept as 1.
+Shape reduced(const Shape& x, int axis, bool keep_dims) {
+  Shape s;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (i != axis)
+      s.push_back(x[i]);
+    else if (keep_dims)
+      s.push_back(1);
+  }
+  return s;
+}
+
+int positive(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+class ReduceTest : public IsaTest {
+ protected:
+  // Reduces x at this ISA and at scalar into fresh outputs, compares them,
+  // and returns this ISA's result.
+  Tensor expect_matches_reference(const Tensor& x, const ops::ReduceAttrs& attrs) {
+    const int axis = positive(attrs.axis, x.rank());
+    const Shape ys = reduced(x.shape(), axis, attrs.keep_dims);
+    Tensor y = zeros(x.dtype(), ys), ref = zeros(x.dtype(), ys);
+    EXPECT_TRUE(ops::reduce(stream_, x, y, attrs).ok());
+    EXPECT_TRUE(ops::reduce(ref_stream_, x, ref, attrs).ok());
+    EXPECT_TRUE(close(y, ref, tolerance_for(x.dtype(), x.dim(axis))));
+    return y;
+  }
+};
+
+// Every op and dtype, the axis first, in the middle, last and negative, over
+// minimum, odd, typical (tokens x hidden) and large shapes; the larger ones
+// cross the column kernels' 512-output chunks and split across the pool.
+TEST_P(ReduceTest, MatchesReference) {
+  struct Case {
+    Shape shape;
+    std::vector<int> axes;
+  };
+  const Case cases[] = {
+      {{1}, {0, -1}},
+      {{1, 1, 1}, {1}},
+      {{3, 5, 7}, {0, 1, 2, -1, -3}},
+      {{2, 33, 1000}, {0, 1, -1}},
+      {{16, 4096}, {0, -1}},
+      {{8, 300, 513}, {0, 1, 2}},
+  };
+  for (ReduceOp op : kOps)
+    for (DType dt : kFloatTypes)
+      for (const Case& c : cases)
+        for (int axis : c.axes) {
+          SCOPED_TRACE(fmt::format("{} {} {} axis={}", ops::to_string(op), to_string(dt), c.shape.to_string(), axis));
+          expect_matches_reference(random_tensor(dt, c.shape, 1, -2.0f, 2.0f), {.op = op, .axis = axis});
+        }
+}
+
+TEST_P(ReduceTest, KeepDimsOnlyChangesTheShape) {
+  const Tensor x = random_tensor(DType::f32, {3, 5, 70}, 2);
+  for (ReduceOp op : kOps)
+    for (int axis : {0, 1, 2}) {
+      SCOPED_TRACE(fmt::format("{} axis={}", ops::to_string(op), axis));
+      const Tensor kept = expect_matches_reference(x, {.op = op, .axis = axis, .keep_dims = true});
+      const Tensor flat = expect_matches_reference(x, {.op = op, .axis = axis});
+      EXPECT_EQ(kept.dim(axis), 1);
+      EXPECT_TRUE(close(value_or_die(kept.reshape(flat.shape())), flat, tolerance_for(DType::f32, 0)));
+    }
+}
+
+// Row gaps, a transposed view, a strided slice and a broadcast (stride 0)
+// input; and an output with gaps. Each also equals the reduction of a
+// contiguous copy.
+TEST_P(ReduceTest, StridedInputsAndOutputs) {
+  const Tensor base = random_tensor(DType::f32, {9, 17, 33}, 3);
+  const Tensor views[] = {
+      padded_copy(base),
+      value_or_die(base.permute({2, 0, 1})),
+      value_or_die(base.slice(2, 1, 33, 2)),
+      value_or_die(random_tensor(DType::f32, {1, 17, 33}, 4).expand({9, 17, 33})),
+  };
+  for (const Tensor& x : views)
+    for (ReduceOp op : kOps)
+      for (int axis : {0, 1, 2}) {
+        SCOPED_TRACE(fmt::format("{} {} axis={}", ops::to_string(op), x.desc().to_string(), axis));
+        const Tensor y = expect_matches_reference(x, {.op = op, .axis = axis});
+        Tensor dense = zeros(DType::f32, y.shape());
+        ASSERT_TRUE(ops::reduce(stream_, value_or_die(x.contiguous()), dense, {.op = op, .axis = axis}).ok());
+        EXPECT_TRUE(close(y, dense, tolerance_for(DType::f32, x.dim(axis))));
+      }
+  // y with row gaps.
+  Tensor y = padded_copy(zeros(DType::f32, {9, 17})), ref = zeros(DType::f32, {9, 17});
+  ASSERT_TRUE(ops::reduce(stream_, base, y, {.op = ReduceOp::sum, .axis = 2}).ok());
+  ASSERT_TRUE(ops::reduce(ref_stream_, base, ref, {.op = ReduceOp::sum, .axis = 2}).ok());
+  EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32, 33)));
+}
+
+// max propagates NaN wherever it sits (first, middle, in a vector tail),
+// including before larger values; sum and mean propagate NaN and Inf by
+// arithmetic; a row of -inf has max -inf.
+TEST_P(ReduceTest, NaNAndInfinities) {
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(to_string(dt));
+    const std::int64_t cols = 37;
+    Tensor x = random_tensor(dt, {5, cols}, 5);
+    detail::store(x.data(), dt, 0 * cols + 0, kNaN);
+    detail::store(x.data(), dt, 0 * cols + 1, 100.0f);  // larger than every value, after the NaN
+    detail::store(x.data(), dt, 1 * cols + 20, kNaN);
+    detail::store(x.data(), dt, 2 * cols + 36, kNaN);  // the last column: a tail lane
+    for (std::int64_t c = 0; c < cols; ++c) detail::store(x.data(), dt, 3 * cols + c, -kInf);
+    detail::store(x.data(), dt, 4 * cols + 3, kInf);
+    for (ReduceOp op : kOps) {
+      SCOPED_TRACE(ops::to_string(op));
+      const Tensor rows = expect_matches_reference(x, {.op = op, .axis = 1});
+      for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(detail::load(rows.data(), dt, r))) << r;
+      EXPECT_EQ(detail::load(rows.data(), dt, 3), -kInf);
+      EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
+      const Tensor cols_out = expect_matches_reference(x, {.op = op, .axis = 0});
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const bool nan_column = c == 0 || c == 20 || c == 36 || (c == 3 && op != ReduceOp::max);  // Inf + -Inf
+        EXPECT_EQ(std::isnan(detail::load(cols_out.data(), dt, c)), nan_column) << c;
+      }
+    }
+  }
+}
+
+// A sum over an empty axis is 0; an empty non-reduced dim gives an empty y.
+TEST_P(ReduceTest, EmptyDims) {
+  Tensor y = random_tensor(DType::f32, {3}, 6);
+  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::f32, {3, 0}), y, {.op = ReduceOp::sum, .axis = 1}).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y.data_as<float>()[i], 0.0f);
+  Tensor y2 = random_tensor(DType::bf16, {4}, 7);
+  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::bf16, {0, 4}), y2, {.op = ReduceOp::sum, .axis = 0}).ok());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(detail::load(y2.data(), DType::bf16, i), 0.0f);
+  for (ReduceOp op : kOps) {
+    Tensor empty_y = zeros(DType::f32, {0});
+    EXPECT_TRUE(ops::reduce(stream_, zeros(DType::f32, {0, 4}), empty_y, {.op = op, .axis = 1}).ok());
+  }
+}
+
+TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
+  const TensorDesc x = TensorDesc::contiguous(DType::f32, {64, 4096});
+  const std::string isa = GetParam() == hw::Isa::scalar ? "" : GetParam() == hw::Isa::avx2 ? "avx2" : "avx512";
+  auto rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::sum, .axis = 1}));
+  auto cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::max, .axis = 0}));
+  EXPECT_EQ(rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_" + isa);
+  EXPECT_EQ(cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_" + isa);
+  EXPECT_EQ(cols->op(), "max");
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest, ::testing::ValuesIn(isa_levels()), isa_name);
+
+TEST(ReduceErrors, PlanNamesTheArgument) {
+  Context ctx;
+  const TensorDesc x = TensorDesc::contiguous(DType::f32, {4, 8}), y = TensorDesc::contiguous(DType::f32, {4});
+  const ops::ReduceAttrs sum_last{.op = ReduceOp::sum, .axis = 1};
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = 2}), "axis"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = -3}), "axis"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::f32, {8}), sum_last), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = 1, .keep_dims = true}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::f32, {4, 1}), sum_last), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, TensorDesc::contiguous(DType::i32, {4, 8}), y, sum_last), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i8, {4}), sum_last), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, TensorDesc::contiguous(DType::f32, {}), TensorDesc::contiguous(DType::f32, {}),
+                                             {.op = ReduceOp::sum, .axis = 0}),
+                           "x"));
+  // y written twice over (stride 0) is no output.
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc{DType::f32, {4}, {0}}, sum_last), "y"));
+  // mean and max of nothing have no value; sum is 0.
+  const TensorDesc empty_axis = TensorDesc::contiguous(DType::f32, {4, 0});
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::mean, .axis = 1}), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::max, .axis = -1}), "x"));
+  EXPECT_TRUE(ops::Reduce::plan(ctx, empty_axis, y, sum_last).ok());
+}
+
+TEST(ReduceErrors, RunChecksTensorsAndOverlap) {
+  Context ctx;
+  Stream stream(ctx);
+  Tensor x = random_tensor(DType::f32, {4, 8}, 8);
+  // y inside x's memory.
+  Tensor y = value_or_die(value_or_die(x.slice(0, 0, 1)).reshape({8}));
+  EXPECT_TRUE(fails_naming(ops::reduce(stream, x, value_or_die(y.slice(0, 0, 4)), {.op = ReduceOp::sum, .axis = 1}), "y"));
+  auto plan = value_or_die(ops::Reduce::plan(ctx, x.desc(), TensorDesc::contiguous(DType::f32, {4}), {.op = ReduceOp::sum, .axis = 1}));
+  EXPECT_TRUE(fails_naming(plan->run(stream, {x}, {zeros(DType::f32, {8})}), "y"));
+  EXPECT_TRUE(fails_naming(plan->run(stream, {zeros(DType::f32, {4, 7})}, {zeros(DType::f32, {4})}), "x"));
+}
+
+}  // namespace
+}  // namespace tessera::testing
