@@ -14,6 +14,7 @@ namespace tessera::kernels {
 struct RopeProblem {
   DType x, y;
   bool interleaved;
+  bool unit_stride;  // x and y have stride 1 along the head dim
 };
 
 struct RopeArgs {
@@ -41,5 +42,7 @@ struct RopeFamily {
 std::span<const KernelRow<RopeFamily>> rows(RopeFamily);
 
 namespace ref { void rope(const RopeArgs& a); }
+namespace avx2 { void rope(const RopeArgs& a); }
+namespace avx512 { void rope(const RopeArgs& a); }
 
 }  // namespace tessera::kernels

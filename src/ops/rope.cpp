@@ -104,7 +104,7 @@ Result<PlanPtr> Rope::plan(Context& ctx, const TensorDesc& x, const TensorDesc& 
   if (cos_cache.shape[0] == 0) return Status::invalid_argument("cos_cache: max_pos (dim 0) is 0, expected > 0");
 
   const auto tokens = collapse<3>(Shape{B, S}, {Strides{x.strides[0], x.strides[1]}, Strides{y.strides[0], y.strides[1]}, pos_strides});
-  const kernels::RopeProblem problem{x.dtype, y.dtype, attrs.interleaved};
+  const kernels::RopeProblem problem{x.dtype, y.dtype, attrs.interleaved, x.strides[3] == 1 && y.strides[3] == 1};
   const auto* row = kernels::select<kernels::RopeFamily>(problem, ctx.isa());
   return PlanPtr(std::make_shared<RopePlan>(std::array{x, pos, cos_cache, sin_cache, y}, attrs, row,
                                             row->tiling(problem, ctx.hw()), tokens));

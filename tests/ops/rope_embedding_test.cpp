@@ -54,6 +54,31 @@ TEST_P(GatherRopeTest, RopeOnBhsdViewAndHalfTypes) {
   }
 }
 
+// Every dtype and style, head dims whose halves and pairs end in vector tails,
+// a partial rotary dim, in place: against the scalar reference.
+TEST_P(GatherRopeTest, RopeMatchesReference) {
+  struct Dims {
+    std::int64_t head_dim, rot;
+  };
+  for (const Dims dims : {Dims{8, 8}, Dims{40, 34}, Dims{64, 64}, Dims{80, 80}, Dims{128, 96}, Dims{256, 256}}) {
+    auto [cos, sin] = value_or_die(ops::rope_cache(16, dims.rot));
+    Tensor pos = zeros(DType::i64, {3});
+    for (int i = 0; i < 3; ++i) pos.data_as<std::int64_t>()[i] = 5 * i + 1;
+    for (DType dt : kFloatTypes) {
+      for (bool interleaved : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} D={} rot={} interleaved={}", to_string(dt), dims.head_dim, dims.rot, interleaved));
+        Tensor x = random_tensor(dt, {1, 3, 4, dims.head_dim}, 9);
+        Tensor y = zeros(dt, x.shape()), ref = zeros(dt, x.shape());
+        ASSERT_TRUE(ops::rope(stream_, x, pos, cos, sin, y, {.interleaved = interleaved}).ok());
+        ASSERT_TRUE(ops::rope(ref_stream_, x, pos, cos, sin, ref, {.interleaved = interleaved}).ok());
+        EXPECT_TRUE(close(y, ref, tolerance_for(dt, 2)));
+        ASSERT_TRUE(ops::rope(stream_, x, pos, cos, sin, x, {.interleaved = interleaved}).ok());  // in place
+        EXPECT_TRUE(close(x, ref, tolerance_for(dt, 2)));
+      }
+    }
+  }
+}
+
 TEST_P(GatherRopeTest, EmbeddingGathersRows) {
   for (DType dt : kFloatTypes) {
     Tensor table = random_tensor(dt, {50, 33}, 3);

@@ -1,0 +1,53 @@
+#include <algorithm>
+#include <climits>
+
+#include "kernels/rope.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+
+namespace tessera::kernels::avx2 {
+
+// Half style: features [i, i + 8) rotate with [i + half, ...), cos/sin read as they are.
+static void rotate_half(const RopeArgs& a, const char* x, char* y) {
+  const std::int64_t half = a.rot_dim / 2;
+  for (std::int64_t i = 0; i < half; i += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, half - i);
+    const __m256 x0 = load8_n(advance(x, a.x_dtype, i), a.x_dtype, n);
+    const __m256 x1 = load8_n(advance(x, a.x_dtype, i + half), a.x_dtype, n);
+    const __m256 c = load8_n(a.cos + i, DType::f32, n), s = load8_n(a.sin + i, DType::f32, n);
+    store8_n(advance(y, a.y_dtype, i), a.y_dtype, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)), n);
+    store8_n(advance(y, a.y_dtype, i + half), a.y_dtype, _mm256_fmadd_ps(x1, c, _mm256_mul_ps(x0, s)), n);
+  }
+}
+
+// Interleaved: 8 features are 4 pairs (x0, x1). With cos duplicated per pair
+// and sin as (-s, +s), y = x * cos + swap_pairs(x) * sin.
+static void rotate_interleaved(const RopeArgs& a, const char* x, char* y) {
+  const __m256i dup = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
+  const __m256 sign = _mm256_castsi256_ps(_mm256_set_epi32(0, INT_MIN, 0, INT_MIN, 0, INT_MIN, 0, INT_MIN));
+  for (std::int64_t i = 0; i < a.rot_dim; i += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, a.rot_dim - i);
+    const __m256 c = _mm256_permutevar8x32_ps(load8_n(a.cos + i / 2, DType::f32, n / 2), dup);
+    const __m256 s = _mm256_xor_ps(_mm256_permutevar8x32_ps(load8_n(a.sin + i / 2, DType::f32, n / 2), dup), sign);
+    const __m256 v = load8_n(advance(x, a.x_dtype, i), a.x_dtype, n);
+    const __m256 swapped = _mm256_permute_ps(v, 0xb1);  // (x1, x0) in each pair
+    store8_n(advance(y, a.y_dtype, i), a.y_dtype, _mm256_fmadd_ps(v, c, _mm256_mul_ps(swapped, s)), n);
+  }
+}
+
+// Unit strides along the head dim (see the row's supports()).
+void rope(const RopeArgs& a) {
+  for (std::int64_t h = 0; h < a.heads; ++h) {
+    const char* x = static_cast<const char*>(advance(a.x, a.x_dtype, h * a.x_head_stride));
+    char* y = static_cast<char*>(advance(a.y, a.y_dtype, h * a.y_head_stride));
+    if (a.interleaved)
+      rotate_interleaved(a, x, y);
+    else
+      rotate_half(a, x, y);
+    for (std::int64_t d = a.rot_dim; d < a.head_dim; d += 8) {  // features past the rotary dim pass through
+      const std::int64_t n = std::min<std::int64_t>(8, a.head_dim - d);
+      store8_n(advance(y, a.y_dtype, d), a.y_dtype, load8_n(advance(x, a.x_dtype, d), a.x_dtype, n), n);
+    }
+  }
+}
+
+}  // namespace tessera::kernels::avx2

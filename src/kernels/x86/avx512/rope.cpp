@@ -1,0 +1,53 @@
+#include "kernels/rope.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// Half style: features [i, i + 16) rotate with [i + half, ...), cos/sin read as they are.
+static void rotate_half(const RopeArgs& a, const char* x, char* y) {
+  const std::int64_t half = a.rot_dim / 2;
+  for (std::int64_t i = 0; i < half; i += 16) {
+    const __mmask16 m = tail_mask(half - i);
+    const __m512 x0 = load16(advance(x, a.x_dtype, i), a.x_dtype, m);
+    const __m512 x1 = load16(advance(x, a.x_dtype, i + half), a.x_dtype, m);
+    const __m512 c = _mm512_maskz_loadu_ps(m, a.cos + i), s = _mm512_maskz_loadu_ps(m, a.sin + i);
+    store16(advance(y, a.y_dtype, i), a.y_dtype, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)), m);
+    store16(advance(y, a.y_dtype, i + half), a.y_dtype, _mm512_fmadd_ps(x1, c, _mm512_mul_ps(x0, s)), m);
+  }
+}
+
+// Interleaved: 16 features are 8 pairs (x0, x1). With cos duplicated per
+// pair and sin as (-s, +s), y = x * cos + swap_pairs(x) * sin, so pairs never
+// need separating.
+static void rotate_interleaved(const RopeArgs& a, const char* x, char* y) {
+  const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512 sign = _mm512_castsi512_ps(_mm512_set_epi32(0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0,
+                                                           INT32_MIN, 0, INT32_MIN, 0, INT32_MIN, 0, INT32_MIN));
+  for (std::int64_t i = 0; i < a.rot_dim; i += 16) {
+    const __mmask16 m = tail_mask(a.rot_dim - i);
+    const __mmask8 pairs = __mmask8((1u << std::min<std::int64_t>(8, (a.rot_dim - i) / 2)) - 1u);
+    const __m512 c = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_maskz_loadu_ps(pairs, a.cos + i / 2)));
+    const __m512 s = _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_maskz_loadu_ps(pairs, a.sin + i / 2))), sign);
+    const __m512 v = load16(advance(x, a.x_dtype, i), a.x_dtype, m);
+    const __m512 swapped = _mm512_permute_ps(v, 0xb1);  // (x1, x0) in each pair
+    store16(advance(y, a.y_dtype, i), a.y_dtype, _mm512_fmadd_ps(v, c, _mm512_mul_ps(swapped, s)), m);
+  }
+}
+
+// Unit strides along the head dim (see the row's supports()).
+void rope(const RopeArgs& a) {
+  for (std::int64_t h = 0; h < a.heads; ++h) {
+    const char* x = static_cast<const char*>(advance(a.x, a.x_dtype, h * a.x_head_stride));
+    char* y = static_cast<char*>(advance(a.y, a.y_dtype, h * a.y_head_stride));
+    if (a.interleaved)
+      rotate_interleaved(a, x, y);
+    else
+      rotate_half(a, x, y);
+    for (std::int64_t d = a.rot_dim; d < a.head_dim; d += 16) {  // features past the rotary dim pass through
+      const __mmask16 m = tail_mask(a.head_dim - d);
+      store16(advance(y, a.y_dtype, d), a.y_dtype, load16(advance(x, a.x_dtype, d), a.x_dtype, m), m);
+    }
+  }
+}
+
+}  // namespace tessera::kernels::avx512
