@@ -28,6 +28,7 @@ struct BinaryArgs {
   std::int64_t b_stride;
   void* y;
   std::int64_t y_stride;
+  bool stream_y;  // streaming stores for y (ElementwiseTiling::stream_output)
 };
 
 struct BinaryFamily {

@@ -30,6 +30,7 @@ struct GatedArgs {
   std::int64_t c_stride;
   void* y;
   std::int64_t y_stride;
+  bool stream_y;  // streaming stores for y (ElementwiseTiling::stream_output)
 };
 
 struct GatedFamily {

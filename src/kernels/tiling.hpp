@@ -12,6 +12,10 @@ namespace tessera::kernels {
 
 struct ElementwiseTiling {
   std::int64_t grain;  // elements per task
+  // The op moves more bytes than the last-level cache holds: its output cannot
+  // stay cached, so the kernels write it with streaming stores, which skip
+  // reading each line before overwriting it (a third of a unary op's traffic).
+  bool stream_output;
 };
 // Elements per task for an op over n elements moving bytes_per_element each.
 ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw);
@@ -24,6 +28,7 @@ struct RowProblem {
 
 struct RowTiling {
   std::int64_t rows_per_task;
+  bool stream_output;  // as ElementwiseTiling's
 };
 // Rows per task so that a task moves at least ~64 KiB and each core gets a share.
 RowTiling row_tiling(const RowProblem& p, const hw::Info& hw);

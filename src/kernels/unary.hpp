@@ -25,6 +25,7 @@ struct UnaryArgs {
   std::int64_t x_stride;
   void* y;
   std::int64_t y_stride;
+  bool stream_y;  // streaming stores for y (ElementwiseTiling::stream_output)
 };
 
 struct UnaryFamily {

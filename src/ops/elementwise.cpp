@@ -148,14 +148,14 @@ Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, c
   const auto dims = split_last(collapse<2>(x.shape, {x.strides, y.strides}));
   const kernels::UnaryProblem problem{to_kernel(act), x.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1], x.numel()};
   const auto* row = kernels::select<kernels::UnaryFamily>(problem, ctx.isa());
-  auto launch = [row, act, xt = x.dtype, yt = y.dtype](const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s,
-                                                       std::int64_t n) {
-    row->run({to_kernel(act), xt, yt, n, p[0], s[0], p[1], s[1]});
+  const auto tiling = row->tiling(problem, ctx.hw());
+  auto launch = [row, act, xt = x.dtype, yt = y.dtype, nt = tiling.stream_output](
+                    const std::array<char*, 2>& p, const std::array<std::int64_t, 2>& s, std::int64_t n) {
+    row->run({to_kernel(act), xt, yt, n, p[0], s[0], p[1], s[1], nt});
   };
   return PlanPtr(std::make_shared<ElementwisePlan<2>>(
       act == Activation::none ? std::string_view("cast") : to_string(act), row->name, std::array{x, y},
-      std::array<std::string_view, 2>{"x", "y"}, saturating_mul(activation_flops(act), y.numel()),
-      row->tiling(problem, ctx.hw()), launch));
+      std::array<std::string_view, 2>{"x", "y"}, saturating_mul(activation_flops(act), y.numel()), tiling, launch));
 }
 
 Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
@@ -169,13 +169,14 @@ Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, con
   const kernels::BinaryProblem problem{kind, a.dtype, b.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
                                        dims.inner_strides[2], y.numel()};
   const auto* row = kernels::select<kernels::BinaryFamily>(problem, ctx.isa());
-  auto launch = [row, kind, at = a.dtype, bt = b.dtype, yt = y.dtype](const std::array<char*, 3>& p,
-                                                                      const std::array<std::int64_t, 3>& s, std::int64_t n) {
-    row->run({kind, at, bt, yt, n, p[0], s[0], p[1], s[1], p[2], s[2]});
+  const auto tiling = row->tiling(problem, ctx.hw());
+  auto launch = [row, kind, at = a.dtype, bt = b.dtype, yt = y.dtype, nt = tiling.stream_output](
+                    const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s, std::int64_t n) {
+    row->run({kind, at, bt, yt, n, p[0], s[0], p[1], s[1], p[2], s[2], nt});
   };
   return PlanPtr(std::make_shared<ElementwisePlan<3>>(to_string(op), row->name, std::array{a, b, y},
-                                                      std::array<std::string_view, 3>{"a", "b", "y"}, y.numel(),
-                                                      row->tiling(problem, ctx.hw()), launch));
+                                                      std::array<std::string_view, 3>{"a", "b", "y"}, y.numel(), tiling,
+                                                      launch));
 }
 
 Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
@@ -203,17 +204,17 @@ Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, c
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t flops = saturating_mul(activation_flops(act) + (c ? 2 : 1), y.numel());
   if (c) {
-    auto launch = [row, k, at = a.dtype, bt = b.dtype, ct = c->dtype, yt = y.dtype](
+    auto launch = [row, k, at = a.dtype, bt = b.dtype, ct = c->dtype, yt = y.dtype, nt = tiling.stream_output](
                       const std::array<char*, 4>& p, const std::array<std::int64_t, 4>& s, std::int64_t n) {
-      row->run({k, at, bt, ct, yt, n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3]});
+      row->run({k, at, bt, ct, yt, n, p[0], s[0], p[1], s[1], p[2], s[2], p[3], s[3], nt});
     };
     return PlanPtr(std::make_shared<ElementwisePlan<4>>("gated", row->name, std::array{a, b, *c, y},
                                                         std::array<std::string_view, 4>{"a", "b", "c", "y"}, flops, tiling,
                                                         launch));
   }
-  auto launch = [row, k, at = a.dtype, bt = b.dtype, yt = y.dtype](const std::array<char*, 3>& p,
-                                                                  const std::array<std::int64_t, 3>& s, std::int64_t n) {
-    row->run({k, at, bt, DType::f32, yt, n, p[0], s[0], p[1], s[1], nullptr, 0, p[2], s[2]});
+  auto launch = [row, k, at = a.dtype, bt = b.dtype, yt = y.dtype, nt = tiling.stream_output](
+                    const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s, std::int64_t n) {
+    row->run({k, at, bt, DType::f32, yt, n, p[0], s[0], p[1], s[1], nullptr, 0, p[2], s[2], nt});
   };
   return PlanPtr(std::make_shared<ElementwisePlan<3>>("gated", row->name, std::array{a, b, y},
                                                       std::array<std::string_view, 3>{"a", "b", "y"}, flops, tiling, launch));

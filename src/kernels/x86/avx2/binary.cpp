@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/binary.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
@@ -23,17 +25,13 @@ static void run(const BinaryArgs& a) {
   const std::int64_t ys = bytes_of(a.y_dtype);
   const __m256 a0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pa, a.a_dtype, 1)));
   const __m256 b0 = _mm256_set1_ps(_mm256_cvtss_f32(load8_tail(pb, a.b_dtype, 1)));
-  std::int64_t i = 0;
-  for (; i + 8 <= a.n; i += 8) {
-    const __m256 x = as ? load8(pa + i * as, a.a_dtype) : a0;
-    const __m256 y = bs ? load8(pb + i * bs, a.b_dtype) : b0;
-    store8(py + i * ys, a.y_dtype, apply<K>(x, y));
+  for (std::int64_t i = 0; i < a.n; i += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, a.n - i);
+    const __m256 x = as ? load8_n(pa + i * as, a.a_dtype, n) : a0;
+    const __m256 y = bs ? load8_n(pb + i * bs, a.b_dtype, n) : b0;
+    put8_n(py + i * ys, a.y_dtype, apply<K>(x, y), n, a.stream_y);
   }
-  if (i < a.n) {
-    const __m256 x = as ? load8_tail(pa + i * as, a.a_dtype, a.n - i) : a0;
-    const __m256 y = bs ? load8_tail(pb + i * bs, a.b_dtype, a.n - i) : b0;
-    store8_tail(py + i * ys, a.y_dtype, apply<K>(x, y), a.n - i);
-  }
+  if (a.stream_y) _mm_sfence();
 }
 
 // Operand strides are 0 (broadcast scalar) or 1; y's is 1 (see supports()).

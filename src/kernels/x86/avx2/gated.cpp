@@ -23,9 +23,10 @@ void gated(const GatedArgs& a) {
       const __m256 g = activate8(operand8(a.a, a.a_dtype, a.a_stride, i, a0, count), act);
       const __m256 u = operand8(a.b, a.b_dtype, a.b_stride, i, b0, count);
       const __m256 v = a.c ? _mm256_fmadd_ps(g, u, operand8(a.c, a.c_dtype, a.c_stride, i, c0, count)) : _mm256_mul_ps(g, u);
-      store8_n(advance(a.y, a.y_dtype, i), a.y_dtype, v, count);
+      put8_n(advance(a.y, a.y_dtype, i), a.y_dtype, v, count, a.stream_y);
     }
   });
+  if (a.stream_y) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx2

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/unary.hpp"
 #include "kernels/x86/avx2/activation.hpp"
 
@@ -9,10 +11,12 @@ void unary(const UnaryArgs& a) {
   char* y = static_cast<char*>(a.y);
   const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
   dispatch_act(a.act, [&](auto act) {
-    std::int64_t i = 0;
-    for (; i + 8 <= a.n; i += 8) store8(y + i * ys, a.y_dtype, activate8(load8(x + i * xs, a.x_dtype), act));
-    if (i < a.n) store8_tail(y + i * ys, a.y_dtype, activate8(load8_tail(x + i * xs, a.x_dtype, a.n - i), act), a.n - i);
+    for (std::int64_t i = 0; i < a.n; i += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, a.n - i);
+      put8_n(y + i * ys, a.y_dtype, activate8(load8_n(x + i * xs, a.x_dtype, n), act), n, a.stream_y);
+    }
   });
+  if (a.stream_y) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx2

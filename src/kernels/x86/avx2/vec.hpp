@@ -61,6 +61,19 @@ static inline void store8_n(void* p, DType t, __m256 v, std::int64_t n) {
     store8_tail(p, t, v, n);
 }
 
+// Stores n <= 8 elements as store8_n does, or, when `stream` and the 8 fill a
+// whole aligned vector, with a streaming store (no read of the line first). A
+// kernel that streams ends with _mm_sfence().
+static inline void put8_n(void* p, DType t, __m256 v, std::int64_t n, bool stream) {
+  const std::uintptr_t bytes = 8 * std::uintptr_t(bytes_of(t));
+  if (!stream || n < 8 || (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) != 0) return store8_n(p, t, v, n);
+  switch (t) {
+    case DType::bf16: _mm_stream_si128(static_cast<__m128i*>(p), to_bf16(v)); break;
+    case DType::f16: _mm_stream_si128(static_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
+    default: _mm256_stream_ps(static_cast<float*>(p), v); break;
+  }
+}
+
 static inline const void* advance(const void* p, DType t, std::int64_t n) {
   return static_cast<const char*>(p) + n * bytes_of(t);
 }

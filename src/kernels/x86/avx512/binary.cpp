@@ -16,17 +16,32 @@ static inline __m512 apply(__m512 x, __m512 y) {
   return _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(x, y, _CMP_UNORD_Q), x, y);
 }
 
+// The loop for storage types known at compile time (T) or read from the
+// arguments (run-time DType values), its operands in locals: see unary.cpp.
+template <BinaryKind K, class A, class B, class Y>
+static void run(const BinaryArgs& a, A at, B bt, Y yt) {
+  const char* pa = static_cast<const char*>(a.a);
+  const char* pb = static_cast<const char*>(a.b);
+  char* py = static_cast<char*>(a.y);
+  const std::int64_t n = a.n, as = a.a_stride * bytes_of(at), bs = a.b_stride * bytes_of(bt), ys = bytes_of(yt);
+  const bool stream = a.stream_y;
+  const __m512 av0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(pa, at, 1)));
+  const __m512 bv0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(pb, bt, 1)));
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 x = as ? load16(pa + i * as, at, m) : av0;
+    const __m512 y = bs ? load16(pb + i * bs, bt, m) : bv0;
+    put16(py + i * ys, yt, apply<K>(x, y), m, stream);
+  }
+  if (stream) _mm_sfence();
+}
+
 template <BinaryKind K>
 static void run(const BinaryArgs& a) {
-  const bool a_scalar = a.a_stride == 0, b_scalar = a.b_stride == 0;
-  const __m512 av0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(a.a, a.a_dtype, 1)));
-  const __m512 bv0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(a.b, a.b_dtype, 1)));
-  for (std::int64_t i = 0; i < a.n; i += 16) {
-    const __mmask16 m = tail_mask(a.n - i);
-    const __m512 x = a_scalar ? av0 : load16(advance(a.a, a.a_dtype, i), a.a_dtype, m);
-    const __m512 y = b_scalar ? bv0 : load16(advance(a.b, a.b_dtype, i), a.b_dtype, m);
-    store16(advance(a.y, a.y_dtype, i), a.y_dtype, apply<K>(x, y), m);
-  }
+  if (a.a_dtype == a.b_dtype && a.a_dtype == a.y_dtype)
+    dispatch_float(a.a_dtype, [&](auto t) { run<K>(a, t, t, t); });
+  else
+    run<K>(a, a.a_dtype, a.b_dtype, a.y_dtype);
 }
 
 // Operand strides are 0 (broadcast scalar) or 1; y's is 1 (see supports()).

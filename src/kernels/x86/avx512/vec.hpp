@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "tessera/core/dtype.hpp"
 
@@ -39,6 +40,31 @@ static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
     case DType::bf16: _mm256_mask_storeu_epi16(p, m, to_bf16(v)); break;
     case DType::f16: _mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
     default: _mm512_mask_storeu_ps(p, m, v); break;
+  }
+}
+
+// Stores n <= 16 elements (masked) as store16 does, or, when `stream` and
+// the 16 fill a whole aligned vector, with a streaming store (no read of the
+// line first). A kernel that streams ends with _mm_sfence(), so its writes
+// are ordered before whatever the pool runs next.
+static inline void put16(void* p, DType t, __m512 v, __mmask16 m, bool stream) {
+  const std::uintptr_t bytes = 16 * std::uintptr_t(bytes_of(t));
+  if (!stream || m != 0xffff || (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) != 0) return store16(p, t, v, m);
+  switch (t) {
+    case DType::bf16: _mm256_stream_si256(static_cast<__m256i*>(p), to_bf16(v)); break;
+    case DType::f16: _mm256_stream_si256(static_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
+    default: _mm512_stream_ps(static_cast<float*>(p), v); break;
+  }
+}
+
+// Calls f(std::integral_constant<DType, T>{}) for a float storage type t, so
+// a kernel's loop can be compiled per type, with no switch inside it.
+template <class F>
+static inline void dispatch_float(DType t, F&& f) {
+  switch (t) {
+    case DType::bf16: return f(std::integral_constant<DType, DType::bf16>{});
+    case DType::f16: return f(std::integral_constant<DType, DType::f16>{});
+    default: return f(std::integral_constant<DType, DType::f32>{});
   }
 }
 
