@@ -1,12 +1,15 @@
+#include <algorithm>
+
 #include "kernels/norm.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
 
-// Passes over each row (the sum or the mean, the centered squares, the
-// output): a row of a transformer (<= 16 KiB in f32) stays in L1 between
-// them, so only the first pass and the output touch memory. Statistics add up
-// in f64, so rows with |v| beyond 1.8e19 (whose f32 squares overflow) still work.
+// Two passes over each row (its moments, then the output): a row of a
+// transformer (<= 16 KiB in f32) stays in L1 between them, so each byte of
+// memory is touched once. Moments add up in f64, so rows with |v| beyond
+// 1.8e19 (whose f32 squares overflow) still work, and E[v^2] - mean^2 keeps
+// the precision f32 inputs have.
 
 // v as a store to dtype t and a load back would give it.
 static inline __m512 rounded(__m512 v, DType t) {
@@ -17,71 +20,103 @@ static inline __m512 rounded(__m512 v, DType t) {
   }
 }
 
-template <bool kSquare>
-static inline void accumulate(__m512 v, __m512d& lo, __m512d& hi) {
+// Adds v (or v squared) into f64 accumulators.
+static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
+  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+static inline void add_square_f64(__m512 v, __m512d& lo, __m512d& hi) {
   const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), b = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
-  if constexpr (kSquare) {
-    lo = _mm512_fmadd_pd(a, a, lo);
-    hi = _mm512_fmadd_pd(b, b, hi);
-  } else {
-    lo = _mm512_add_pd(lo, a);
-    hi = _mm512_add_pd(hi, b);
-  }
+  lo = _mm512_fmadd_pd(a, a, lo);
+  hi = _mm512_fmadd_pd(b, b, hi);
 }
 
-// The f64 sum of chunk(c, mask) (squared when kSquare) over the row's
-// 16-column chunks, in four chains so that the adds' latency does not bound
-// the pass. Masked-off lanes must be 0.
-template <bool kSquare, class Chunk>
-static inline double row_sum(std::int64_t n, Chunk&& chunk) {
-  __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+// The f64 sum and sum of squares of chunk(c, mask) over the row's 16-column
+// chunks, two chunks per step so the adds' latency does not bound the pass.
+// kSum false: the squares only. Masked-off lanes must be 0.
+struct Moments {
+  double sum, squares;
+};
+template <bool kSum, class Chunk>
+static inline Moments row_moments(std::int64_t n, Chunk&& chunk) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
   std::int64_t c = 0;
   for (; c + 32 <= n; c += 32) {
-    accumulate<kSquare>(chunk(c, __mmask16(0xffff)), s0, s1);
-    accumulate<kSquare>(chunk(c + 16, __mmask16(0xffff)), s2, s3);
+    const __m512 u = chunk(c, __mmask16(0xffff)), w = chunk(c + 16, __mmask16(0xffff));
+    if constexpr (kSum) add_f64(u, s0, s1), add_f64(w, s2, s3);
+    add_square_f64(u, q0, q1);
+    add_square_f64(w, q2, q3);
   }
-  for (; c < n; c += 16) accumulate<kSquare>(chunk(c, tail_mask(n - c)), s0, s1);
-  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+  for (; c < n; c += 16) {
+    const __m512 u = chunk(c, tail_mask(n - c));
+    if constexpr (kSum) add_f64(u, s0, s1);
+    add_square_f64(u, q0, q1);
+  }
+  const auto total = [](__m512d a, __m512d b, __m512d c, __m512d d) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a, b), _mm512_add_pd(c, d)));
+  };
+  return {kSum ? total(s0, s1, s2, s3) : 0.0, total(q0, q1, q2, q3)};
 }
 
-void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t n = a.cols;
-  const std::int64_t xs = bytes_of(a.x_dtype), rs = bytes_of(a.residual_dtype), ss = bytes_of(a.sum_dtype), ys = bytes_of(a.y_dtype);
-  // The row normalized: the sum as stored when there is a residual, else x.
-  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
-  const std::int64_t vs = bytes_of(vt);
+// The rows for storage types known at compile time (X: x; V: the row
+// normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
+// locals: see unary.cpp. One pass over memory computes v (and stores the sum)
+// with its moments in f64; the output pass reads v back from L1.
+template <class X, class V, class Y>
+static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t n = a.cols, xs = bytes_of(xt), vs = bytes_of(vt), ys = bytes_of(yt);
+  const DType rt = a.residual_dtype, gt = a.gamma_dtype, bt = a.beta_dtype;
+  const std::int64_t rs = bytes_of(rt);
   const bool layer = a.kind == NormKind::layer;
+  const char *gamma = static_cast<const char*>(a.gamma), *beta = static_cast<const char*>(a.beta);
+  const float eps = a.eps;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const char* v = x;
-    double total = 0.0;  // of v, for the mean
+    Moments mo;
     if (a.residual) {
       const char* res = static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs;
-      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * ss;
-      total = row_sum<false>(n, [&](std::int64_t c, __mmask16 m) {
-        const __m512 t = rounded(_mm512_add_ps(load16(x + c * xs, a.x_dtype, m), load16(res + c * rs, a.residual_dtype, m)), a.sum_dtype);
-        store16(sum + c * ss, a.sum_dtype, t, m);
+      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * vs;
+      mo = row_moments<true>(n, [&](std::int64_t c, __mmask16 m) {
+        const __m512 t = rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
+        store16(sum + c * vs, vt, t, m);
         return t;
       });
       v = sum;
     } else if (layer) {
-      total = row_sum<false>(n, [&](std::int64_t c, __mmask16 m) { return load16(x + c * xs, a.x_dtype, m); });
+      mo = row_moments<true>(n, [&](std::int64_t c, __mmask16 m) { return load16(x + c * xs, xt, m); });
+    } else {
+      mo = row_moments<false>(n, [&](std::int64_t c, __mmask16 m) { return load16(x + c * xs, xt, m); });
     }
-    const double mean = layer ? total / double(n) : 0.0;
-    const __m512 mean16 = _mm512_set1_ps(float(mean));
-    const double var = row_sum<true>(n, [&](std::int64_t c, __mmask16 m) {
-                         return _mm512_maskz_sub_ps(m, load16(v + c * vs, vt, m), mean16);
-                       }) / double(n);
-    const __m512 inv = _mm512_set1_ps(float(inv_std(var, a.eps)));
+    const double mean = layer ? mo.sum / double(n) : 0.0;
+    // E[v^2] - mean^2 in f64 from f32 values: exact enough, clamped at 0.
+    const double var = std::max(0.0, mo.squares / double(n) - mean * mean);
+    const __m512 mean16 = _mm512_set1_ps(float(mean)), inv = _mm512_set1_ps(float(inv_std(var, eps)));
+    // The next row's x (and residual) is fetched while this one's output is
+    // written: rows are far apart, and a row start is where the hardware
+    // prefetcher stalls.
+    const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : nullptr;
+    const char* res_next = x_next && a.residual ? static_cast<const char*>(a.residual) + (r + 1) * a.residual_row_stride * rs : nullptr;
     for (std::int64_t c = 0; c < n; c += 16) {
+      if (x_next) _mm_prefetch(x_next + c * xs, _MM_HINT_T0);
+      if (res_next) _mm_prefetch(res_next + c * rs, _MM_HINT_T0);
       const __mmask16 m = tail_mask(n - c);
-      const __m512 g = a.gamma ? load16(advance(a.gamma, a.gamma_dtype, c), a.gamma_dtype, m) : _mm512_set1_ps(1.0f);
-      const __m512 b = a.beta ? load16(advance(a.beta, a.beta_dtype, c), a.beta_dtype, m) : _mm512_setzero_ps();
+      const __m512 g = gamma ? load16(gamma + c * bytes_of(gt), gt, m) : _mm512_set1_ps(1.0f);
+      const __m512 b = beta ? load16(beta + c * bytes_of(bt), bt, m) : _mm512_setzero_ps();
       const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * vs, vt, m), mean16), inv);
-      store16(y + c * ys, a.y_dtype, _mm512_fmadd_ps(d, g, b), m);
+      store16(y + c * ys, yt, _mm512_fmadd_ps(d, g, b), m);
     }
   }
+}
+
+void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
+  // The row normalized, v, is the sum as stored when there is a residual, else x.
+  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
+  if (vt == a.x_dtype && vt == a.y_dtype)
+    dispatch_float(vt, [&](auto t) { norm_rows(a, t, t, t, r0, r1); });
+  else
+    norm_rows(a, a.x_dtype, vt, a.y_dtype, r0, r1);
 }
 
 }  // namespace tessera::kernels::avx512
