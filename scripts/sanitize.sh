@@ -21,4 +21,4 @@ TESSERA_ISA=scalar ./build-asan/tests/tessera_tests --gtest_brief=1
 
 configure build-tsan "-fsanitize=thread"
 TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/tessera_tests --gtest_brief=1 \
-  --gtest_filter='ThreadPool*:PlanCache*:*Elementwise*:*Matmul*:*LinearTest.W8A8*:*LinearTest.Batched*:*RowOps*:*AttentionTest.DecodeShapes*:*AttentionTest.LargePrefill*:*PagedAttentionTest.LongSequence*'
+  --gtest_filter='ThreadPool*:PlanCache*:*Elementwise*:*Matmul*:*LinearTest.W8A8*:*LinearTest.Batched*:*NormTest.StridedViews*:*GroupNormTest.LargeSplitsOverThePool*:*LayoutTest.Permute4D*:*QuantizeTest.StridedAndThreadedLayouts*:*ReduceTest.MatchesReference*:*AttentionTest.DecodeShapes*:*AttentionTest.LargePrefill*:*PagedAttentionTest.LongSequence*'
