@@ -6,7 +6,8 @@
 //
 // Sizes: `large` cases move more bytes than the last-level cache holds, so
 // every call streams from DRAM; `t1` and `t4096` are a transformer's
-// [tokens, 4096] activations at decode and prefill. GB/s counts each tensor
+// [tokens, 4096] activations at decode and prefill; `tiny` is 1024 elements,
+// where threading must cost nothing. GB/s counts each tensor
 // read or written once, the same model for every implementation.
 #include <fmt/format.h>
 
@@ -116,7 +117,11 @@ void add_onednn(Case& c, const Env& env, [[maybe_unused]] std::string primitive,
 #endif
 }
 
-Shape rows_shape(const Env& env, std::int64_t cols = kHidden) { return {std::max<std::int64_t>(1, env.elements / kHidden), cols}; }
+// [tokens, cols] holding env.elements (x cols / kHidden); below one token, a part of one row.
+Shape rows_shape(const Env& env, std::int64_t cols = kHidden) {
+  if (env.elements < kHidden) return {1, env.elements * cols / kHidden};
+  return {env.elements / kHidden, cols};
+}
 
 // ------------------------------------------------------------------ the ops
 
@@ -459,6 +464,7 @@ struct Run {
 
 // Elements of the main tensor of each size: large ones move more bytes than the L3 holds.
 std::int64_t elements_of(const std::string& size) {
+  if (size == "tiny") return 1024;  // 4 KiB of f32: threading must not slow it
   if (size == "t1") return kHidden;
   if (size == "t4096") return 4096 * kHidden;
   const std::int64_t l3 = std::max<std::int64_t>(hw::info().l3_bytes, 64 << 20);
@@ -553,9 +559,9 @@ void add_bench_membound_command(CLI::App& bench) {
       "against their unfused chains, with the copy / triad bandwidth roofline");
   membound->add_option("--threads", opt.threads, "thread counts")->delimiter(',')->check(CLI::Range(1, 1024))->capture_default_str();
   membound->add_option("--dtype", opt.dtypes, "storage types")->delimiter(',')->check(CLI::IsMember({"f32", "bf16"}))->capture_default_str();
-  membound->add_option("--size", opt.sizes, "large: more bytes than the L3; t1 / t4096: [tokens, 4096] activations")
+  membound->add_option("--size", opt.sizes, "large: more bytes than the L3; t1 / t4096: [tokens, 4096] activations; tiny: 1024 elements")
       ->delimiter(',')
-      ->check(CLI::IsMember({"large", "t1", "t4096"}))
+      ->check(CLI::IsMember({"large", "t1", "t4096", "tiny"}))
       ->capture_default_str();
   membound->add_option("--case", opt.cases, "run only the cases whose name contains one of these, e.g. norm,softmax")->delimiter(',');
   membound->add_option("--repeats", opt.repeats, "timed repeats per implementation and case")->check(CLI::Range(1, 1000))->capture_default_str();

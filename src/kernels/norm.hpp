@@ -32,6 +32,7 @@ struct NormArgs {
   void* y;
   std::int64_t y_row_stride, y_col_stride;
   float eps;
+  bool stream_y;  // streaming stores for y (RowTiling::stream_output)
 };
 
 // 1 / sqrt(var + eps). var >= 0 as every row computes it (a sum of squares,

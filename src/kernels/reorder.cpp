@@ -19,10 +19,13 @@ std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m *
 
 ReorderTiling tiling(const ReorderProblem& p, const hw::Info& hw) {
   const std::int64_t bytes = bytes_of(p.x) + bytes_of(p.y);
-  const std::int64_t grain = elementwise_tiling(p.n, bytes, hw).grain;
+  const ElementwiseTiling et = elementwise_tiling(p.n, bytes, hw);
   const std::int64_t rows = std::max<std::int64_t>(p.rows, 1), cols = std::max<std::int64_t>(p.cols, 1);
   std::int64_t br, bc;
-  if (p.mode == ReorderMode::transpose) {
+  if (p.mode == ReorderMode::transpose && et.stream_output) {
+    br = std::min<std::int64_t>(rows, 32);
+    bc = std::min<std::int64_t>(cols, 1024);
+  } else if (p.mode == ReorderMode::transpose) {
     // A square of whole 16x16 micro-tiles, or as much area in a thin plane.
     const auto side = std::max<std::int64_t>(16, std::int64_t(std::sqrt(double(hw.l1d_bytes / 2 / bytes))) / 16 * 16);
     bc = std::min(cols, side);
@@ -30,10 +33,10 @@ ReorderTiling tiling(const ReorderProblem& p, const hw::Info& hw) {
     bc = std::min(cols, round_up(side * side / br, 16));
   } else {
     // Runs: pieces of a long row, or whole rows gathered up to one task's worth.
-    bc = std::min(cols, grain);
-    br = std::clamp<std::int64_t>(grain / bc, 1, rows);
+    bc = std::min(cols, et.grain);
+    br = std::clamp<std::int64_t>(et.grain / bc, 1, rows);
   }
-  return {br, bc, std::max<std::int64_t>(1, grain / (br * bc))};
+  return {br, bc, std::max<std::int64_t>(1, et.grain / (br * bc)), et.stream_output};
 }
 
 }  // namespace

@@ -30,13 +30,17 @@ struct ReorderArgs {
   std::int64_t x_row_stride, x_col_stride;
   void* y;
   std::int64_t y_row_stride, y_col_stride;
+  bool stream_y;  // streaming stores for y (ReorderTiling::stream_output)
 };
 
 struct ReorderTiling {
-  // One kernel call's block. Transposes: an x tile and a y tile fit in half
-  // of L1 together, so the lines a block touches are read and written once.
+  // One kernel call's block. Transposes in cache: an x tile and a y tile fit
+  // in half of L1 together, so the lines a block touches are read and written
+  // once. Transposes larger than the L3: strips of 32 x rows, read as long
+  // runs, whose y lines are each written whole by streaming stores.
   std::int64_t block_rows, block_cols;
   std::int64_t blocks_per_task;
+  bool stream_output;  // as ElementwiseTiling's
 };
 
 struct ReorderFamily {

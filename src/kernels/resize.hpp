@@ -56,6 +56,7 @@ struct ResizeArgs {
   void* y;
   std::int64_t y_row_stride, y_pixel_stride, y_channel_stride;
   ResizeTable rows, cols;
+  bool stream_y;  // streaming stores for y (RowTiling::stream_output)
 };
 
 // RowProblem: rows = output rows of all planes, cols = elements per output

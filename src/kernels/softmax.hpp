@@ -24,6 +24,7 @@ struct SoftmaxArgs {
   bool causal;
   std::int64_t causal_offset;  // Skv - Sq: the key position of query row 0
   bool log;                    // log-softmax
+  bool stream_y;               // streaming stores for y (RowTiling::stream_output)
 };
 
 struct SoftmaxFamily {

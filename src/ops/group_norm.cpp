@@ -117,6 +117,9 @@ struct GroupNormState {
   // The pool's work: units of (n, group) channels first, of (n, block of
   // rows_per_unit pixels) channels last; units_per_task of them per task.
   std::int64_t units = 0, units_per_task = 1, rows_per_unit = 0, blocks = 0;
+  // Channels last: samples whose statistics and output are computed before
+  // the next ones are read, so that the apply pass finds them in the L3.
+  std::int64_t samples_per_pass = 1;
 };
 
 class GroupNormPlan final : public Plan {
@@ -211,15 +214,25 @@ class GroupNormPlan final : public Plan {
   // A unit is a block of pixels of one n. Every pixel holds all groups, so
   // the statistics need every pixel before any y: one pass for per-channel
   // sums (per unit), a fold of units and channels into groups, then a pass
-  // that applies per-channel coefficients.
+  // that applies per-channel coefficients. Samples go through the three steps
+  // a few at a time (samples_per_pass), so the last step reads them from cache.
   void run_channels_last(ThreadPool& pool, const Bound& t, void* workspace) const {
-    const std::int64_t C = s_.c, cg = C / s_.attrs.groups;
+    const std::int64_t C = s_.c;
     double* sums = static_cast<double*>(workspace);  // [units][2C]
     float* scratch = reinterpret_cast<float*>(sums + s_.units * 2 * C);  // [units][2C]
     float* shift = scratch + s_.units * 2 * C;  // [N][C]: pixel 0's values
     float* coefs = shift + s_.n * C;  // [N][3][C]: mean, scale, bias
     for (std::int64_t n = 0; n < s_.n; ++n)
       for (std::int64_t c = 0; c < C; ++c) shift[n * C + c] = t.value_at(offsets_at(n, c));
+    for (std::int64_t n0 = 0; n0 < s_.n; n0 += s_.samples_per_pass)
+      run_samples(pool, t, n0, std::min(s_.n, n0 + s_.samples_per_pass), sums, scratch, shift, coefs);
+  }
+
+  // The three steps of run_channels_last for samples [n0, n1).
+  void run_samples(ThreadPool& pool, const Bound& t, std::int64_t n0, std::int64_t n1, double* sums, float* scratch,
+                   const float* shift, float* coefs) const {
+    const std::int64_t C = s_.c, cg = C / s_.attrs.groups;
+    const std::int64_t u0 = n0 * s_.blocks, units = (n1 - n0) * s_.blocks;
 
     // Calls fn(unit, n, base offsets, first pixel, end pixel) for the units [b, e).
     auto for_units = [&](std::int64_t b, std::int64_t e, auto&& fn) {
@@ -228,8 +241,8 @@ class GroupNormPlan final : public Plan {
         fn(u, n, offsets_at(n, 0), p0, std::min(s_.spatial, p0 + s_.rows_per_unit));
       }
     };
-    pool.parallel_for(s_.units, s_.units_per_task, [&](std::int64_t b, std::int64_t e) {
-      for_units(b, e, [&](std::int64_t u, std::int64_t n, const Offsets& base, std::int64_t p0, std::int64_t p1) {
+    pool.parallel_for(units, s_.units_per_task, [&](std::int64_t b, std::int64_t e) {
+      for_units(u0 + b, u0 + e, [&](std::int64_t u, std::int64_t n, const Offsets& base, std::int64_t p0, std::int64_t p1) {
         double* s = sums + u * 2 * C;
         std::fill(s, s + 2 * C, 0.0);
         for_blocks(s_.stats, p0, p1, [&](const Offsets& off, std::int64_t lines) {
@@ -238,7 +251,7 @@ class GroupNormPlan final : public Plan {
       });
     });
 
-    for (std::int64_t n = 0; n < s_.n; ++n) {
+    for (std::int64_t n = n0; n < n1; ++n) {
       float* mean = coefs + n * 3 * C;
       float* scale = mean + C;
       float* bias = scale + C;
@@ -262,8 +275,8 @@ class GroupNormPlan final : public Plan {
       }
     }
 
-    pool.parallel_for(s_.units, s_.units_per_task, [&](std::int64_t b, std::int64_t e) {
-      for_units(b, e, [&](std::int64_t, std::int64_t n, const Offsets& base, std::int64_t p0, std::int64_t p1) {
+    pool.parallel_for(units, s_.units_per_task, [&](std::int64_t b, std::int64_t e) {
+      for_units(u0 + b, u0 + e, [&](std::int64_t, std::int64_t n, const Offsets& base, std::int64_t p0, std::int64_t p1) {
         const float* mean = coefs + n * 3 * C;
         const kernels::GroupNormCoefs k{mean, mean + C, mean + 2 * C, 1, s_.attrs.silu};
         for_blocks(s_.apply, p0, p1, [&](const Offsets& off, std::int64_t lines) {
@@ -381,13 +394,17 @@ Result<PlanPtr> GroupNorm::plan(Context& ctx, const TensorDesc& x, const std::op
   const kernels::GroupNormProblem problem{x.numel(), bytes_per_element, unit_stride};
   const auto* row = kernels::select<kernels::GroupNormFamily>(problem, ctx.isa());
   if (x.numel() > 0) {
-    const std::int64_t grain = row->tiling(problem, ctx.hw()).grain;
     if (attrs.channels_last) {
+      // Tasks are sized for one pass of samples, the work between two waits.
+      s.samples_per_pass = std::clamp<std::int64_t>(ctx.hw().l3_bytes / 4 / (s.spatial * C * bytes_per_element), 1, s.n);
+      const kernels::GroupNormProblem pass{s.samples_per_pass * s.spatial * C, bytes_per_element, unit_stride};
+      const std::int64_t grain = row->tiling(pass, ctx.hw()).grain;
       s.rows_per_unit = std::clamp<std::int64_t>(grain / C, 1, s.spatial);
       s.blocks = (s.spatial + s.rows_per_unit - 1) / s.rows_per_unit;
       s.units = s.n * s.blocks;
       s.units_per_task = std::max<std::int64_t>(1, grain / (s.rows_per_unit * C));
     } else {
+      const std::int64_t grain = row->tiling(problem, ctx.hw()).grain;
       s.units = s.n * attrs.groups;
       s.units_per_task = std::max<std::int64_t>(1, grain / (C / attrs.groups * s.spatial));
     }

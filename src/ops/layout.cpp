@@ -67,6 +67,7 @@ struct Part {
       a.cols = std::min(tiling.block_cols, plane.cols - c0);
       a.x = xb + (off[0] + r0 * plane.x_row_stride + c0 * plane.x_col_stride) * xs;
       a.y = yb + (off[1] + r0 * plane.y_row_stride + c0 * plane.y_col_stride) * ys;
+      a.stream_y = tiling.stream_output;
       row->run(a);
     }
   }

@@ -64,6 +64,7 @@ class ResizePlan final : public Plan {
       kernels::ResizeArgs args = args_;
       args.rows = rows_.view();
       args.cols = cols_.view();
+      args.stream_y = tiling_.stream_output;
       const std::int64_t es = bytes_of(args.dtype);
       parallel_over(stream.context().pool(), planes_, out_rows_, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t r0, std::int64_t r1) {

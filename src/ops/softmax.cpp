@@ -36,7 +36,8 @@ class SoftmaxPlan final : public Plan {
       const std::int64_t rows = y_.rank() >= 2 ? y_.shape[y_.rank() - 2] : 1, cols = y_.shape[y_.rank() - 1];
       const kernels::SoftmaxArgs args{x.dtype, y_.dtype, mask_dtype, cols, nullptr, row_strides_[0], col_strides_[0],
                                       nullptr, row_strides_[1], col_strides_[1], nullptr, row_strides_[2],
-                                      col_strides_[2], attrs_.scale, attrs_.causal, cols - rows, attrs_.log};
+                                      col_strides_[2], attrs_.scale, attrs_.causal, cols - rows, attrs_.log,
+                                      tiling_.stream_output};
       parallel_over(stream.context().pool(), outer_, rows, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 3>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::SoftmaxArgs a = args;

@@ -9,24 +9,54 @@ namespace tessera::kernels::avx512 {
 // conversions are amortized over them.
 static constexpr std::int64_t kFlush = 64;
 
-static inline char* at(const GroupNormOperand& o, std::int64_t line, std::int64_t i) {
-  return static_cast<char*>(o.data) + (line * o.line_stride + i) * bytes_of(o.dtype);
-}
+// An operand as the loops use it: data, bytes between lines, and its dtype,
+// a compile-time constant (std::integral_constant) in the common case of one
+// dtype for all operands, so no switch on it runs per vector; see unary.cpp.
+template <class T>
+struct Operand {
+  char* data;
+  std::int64_t line_bytes;
+  T t;
+  Operand(const GroupNormOperand& o, T type)
+      : data(static_cast<char*>(o.data)), line_bytes(o.line_stride * bytes_of(type)), t(type) {}
+  char* at(std::int64_t line, std::int64_t i) const { return data + line * line_bytes + i * bytes_of(t); }
+  __m512 load(std::int64_t line, std::int64_t i, __mmask16 m) const { return load16(at(line, i), t, m); }
+};
 
-// x [+ residual] at elements i..i+15 of a line.
-static inline __m512 input16(const GroupNormLines& a, std::int64_t line, std::int64_t i, __mmask16 m) {
-  __m512 v = load16(at(a.x, line, i), a.x.dtype, m);
-  if (a.residual.data) v = _mm512_add_ps(v, load16(at(a.residual, line, i), a.residual.dtype, m));
-  return v;
-}
+// The operands of a block: x, residual, mul, y, sum (absent ones have null data).
+template <class T>
+struct Block {
+  Operand<T> x, residual, mul, y, sum;
+  std::int64_t lines, len;
 
-// v as the statistics see it: written to sum when there is one, and read back rounded.
-static inline __m512 stats16(const GroupNormLines& a, std::int64_t line, std::int64_t i, __mmask16 m) {
-  const __m512 v = input16(a, line, i, m);
-  if (!a.sum.data) return v;
-  char* s = at(a.sum, line, i);
-  store16(s, a.sum.dtype, v, m);
-  return load16(s, a.sum.dtype, m);
+  // x [+ residual] at elements i..i+15 of a line.
+  __m512 input16(std::int64_t l, std::int64_t i, __mmask16 m) const {
+    __m512 v = x.load(l, i, m);
+    if (residual.data) v = _mm512_add_ps(v, residual.load(l, i, m));
+    return v;
+  }
+  // v as the statistics see it: written to sum when there is one, and read back rounded.
+  __m512 stats16(std::int64_t l, std::int64_t i, __mmask16 m) const {
+    const __m512 v = input16(l, i, m);
+    if (!sum.data) return v;
+    store16(sum.at(l, i), sum.t, v, m);
+    return sum.load(l, i, m);
+  }
+};
+
+// Calls f(Block) with compile-time dtypes when every operand present has x's
+// dtype, else with the run-time ones.
+template <class F>
+static void with_block(const GroupNormLines& a, F&& f) {
+  const DType t = a.x.dtype;
+  bool one_type = true;
+  for (const GroupNormOperand* o : {&a.residual, &a.mul, &a.y, &a.sum}) one_type = one_type && (!o->data || o->dtype == t);
+  if (one_type)
+    return dispatch_float(t, [&](auto c) {
+      f(Block<decltype(c)>{{a.x, c}, {a.residual, c}, {a.mul, c}, {a.y, c}, {a.sum, c}, a.lines, a.len});
+    });
+  f(Block<DType>{{a.x, a.x.dtype}, {a.residual, a.residual.dtype}, {a.mul, a.mul.dtype}, {a.y, a.y.dtype},
+                 {a.sum, a.sum.dtype}, a.lines, a.len});
 }
 
 static inline __m512d widen_sum(__m512 v) {
@@ -48,22 +78,24 @@ static inline __m512 coef16(const float* p, std::int64_t stride, std::int64_t i,
 }
 
 void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
-  const __m512 s = _mm512_set1_ps(shift);
-  __m512d t1 = _mm512_setzero_pd(), t2 = _mm512_setzero_pd();
-  for (std::int64_t l = 0; l < a.lines; ++l)
-    for (std::int64_t i = 0; i < a.len;) {
-      __m512 p1 = _mm512_setzero_ps(), p2 = _mm512_setzero_ps();
-      for (const std::int64_t end = a.len - i > kFlush * 16 ? i + kFlush * 16 : a.len; i < end; i += 16) {
-        const __mmask16 m = tail_mask(a.len - i);
-        const __m512 d = _mm512_maskz_sub_ps(m, stats16(a, l, i, m), s);  // masked lanes add nothing
-        p1 = _mm512_add_ps(p1, d);
-        p2 = _mm512_fmadd_ps(d, d, p2);
+  with_block(a, [&](const auto& b) {
+    const __m512 s = _mm512_set1_ps(shift);
+    __m512d t1 = _mm512_setzero_pd(), t2 = _mm512_setzero_pd();
+    for (std::int64_t l = 0; l < b.lines; ++l)
+      for (std::int64_t i = 0; i < b.len;) {
+        __m512 p1 = _mm512_setzero_ps(), p2 = _mm512_setzero_ps();
+        for (const std::int64_t end = b.len - i > kFlush * 16 ? i + kFlush * 16 : b.len; i < end; i += 16) {
+          const __mmask16 m = tail_mask(b.len - i);
+          const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), s);  // masked lanes add nothing
+          p1 = _mm512_add_ps(p1, d);
+          p2 = _mm512_fmadd_ps(d, d, p2);
+        }
+        t1 = _mm512_add_pd(t1, widen_sum(p1));
+        t2 = _mm512_add_pd(t2, widen_sum(p2));
       }
-      t1 = _mm512_add_pd(t1, widen_sum(p1));
-      t2 = _mm512_add_pd(t2, widen_sum(p2));
-    }
-  sums[0] += _mm512_reduce_add_pd(t1);
-  sums[1] += _mm512_reduce_add_pd(t2);
+    sums[0] += _mm512_reduce_add_pd(t1);
+    sums[1] += _mm512_reduce_add_pd(t2);
+  });
 }
 
 // Per-channel partials live in scratch (L1-resident for any practical C), so
@@ -72,31 +104,38 @@ void group_norm_column_stats(const GroupNormLines& a, const float* shift, double
   float* p1 = scratch;
   float* p2 = scratch + a.len;
   for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
-  for (std::int64_t l0 = 0; l0 < a.lines; l0 += kFlush) {
-    const std::int64_t l1 = a.lines - l0 > kFlush ? l0 + kFlush : a.lines;
-    for (std::int64_t l = l0; l < l1; ++l)
-      for (std::int64_t i = 0; i < a.len; i += 16) {
-        const __mmask16 m = tail_mask(a.len - i);
-        const __m512 d = _mm512_maskz_sub_ps(m, stats16(a, l, i, m), _mm512_maskz_loadu_ps(m, shift + i));
-        _mm512_mask_storeu_ps(p1 + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p1 + i), d));
-        _mm512_mask_storeu_ps(p2 + i, m, _mm512_fmadd_ps(d, d, _mm512_maskz_loadu_ps(m, p2 + i)));
-      }
-    flush(p1, sums, a.len);
-    flush(p2, sums + a.len, a.len);
-  }
+  with_block(a, [&](const auto& b) {
+    for (std::int64_t l0 = 0; l0 < b.lines; l0 += kFlush) {
+      const std::int64_t l1 = b.lines - l0 > kFlush ? l0 + kFlush : b.lines;
+      for (std::int64_t l = l0; l < l1; ++l)
+        for (std::int64_t i = 0; i < b.len; i += 16) {
+          const __mmask16 m = tail_mask(b.len - i);
+          const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), _mm512_maskz_loadu_ps(m, shift + i));
+          _mm512_mask_storeu_ps(p1 + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p1 + i), d));
+          _mm512_mask_storeu_ps(p2 + i, m, _mm512_fmadd_ps(d, d, _mm512_maskz_loadu_ps(m, p2 + i)));
+        }
+      flush(p1, sums, b.len);
+      flush(p2, sums + b.len, b.len);
+    }
+  });
 }
 
 void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
-  for (std::int64_t l = 0; l < a.lines; ++l)
-    for (std::int64_t i = 0; i < a.len; i += 16) {
-      const __mmask16 m = tail_mask(a.len - i);
-      const __m512 v = a.sum.data ? load16(at(a.sum, l, i), a.sum.dtype, m) : input16(a, l, i, m);
-      __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef16(c.mean, c.stride, i, m)), coef16(c.scale, c.stride, i, m),
-                                 coef16(c.bias, c.stride, i, m));
-      if (c.silu) t = silu16(t);
-      if (a.mul.data) t = _mm512_mul_ps(t, load16(at(a.mul, l, i), a.mul.dtype, m));
-      store16(at(a.y, l, i), a.y.dtype, t, m);
-    }
+  with_block(a, [&](const auto& b) {
+    const float *mean = c.mean, *scale = c.scale, *bias = c.bias;
+    const std::int64_t stride = c.stride;
+    const bool silu = c.silu;
+    for (std::int64_t l = 0; l < b.lines; ++l)
+      for (std::int64_t i = 0; i < b.len; i += 16) {
+        const __mmask16 m = tail_mask(b.len - i);
+        const __m512 v = b.sum.data ? b.sum.load(l, i, m) : b.input16(l, i, m);
+        __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef16(mean, stride, i, m)), coef16(scale, stride, i, m),
+                                   coef16(bias, stride, i, m));
+        if (silu) t = silu16(t);
+        if (b.mul.data) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
+        store16(b.y.at(l, i), b.y.t, t, m);
+      }
+  });
 }
 
 }  // namespace tessera::kernels::avx512

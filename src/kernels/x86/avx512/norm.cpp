@@ -105,9 +105,10 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
       const __m512 g = gamma ? load16(gamma + c * bytes_of(gt), gt, m) : _mm512_set1_ps(1.0f);
       const __m512 b = beta ? load16(beta + c * bytes_of(bt), bt, m) : _mm512_setzero_ps();
       const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * vs, vt, m), mean16), inv);
-      store16(y + c * ys, yt, _mm512_fmadd_ps(d, g, b), m);
+      put16(y + c * ys, yt, _mm512_fmadd_ps(d, g, b), m, a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {

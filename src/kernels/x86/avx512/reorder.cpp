@@ -13,11 +13,14 @@ static inline __m512 load_lanes(const void* p, DType t, bool raw, __mmask16 m) {
   return load16(p, raw ? DType::f32 : t, m);
 }
 
-static inline void store_lanes(void* p, DType t, bool raw, __m512 v, __mmask16 m) {
-  if (raw && bytes_of(t) == 2)
-    _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(_mm512_castps_si512(v)));
+// With `stream`, whole aligned vectors go out as streaming stores (see put16).
+static inline void store_lanes(void* p, DType t, bool raw, __m512 v, __mmask16 m, bool stream) {
+  if (!raw || bytes_of(t) != 2) return put16(p, raw ? DType::f32 : t, v, m, stream);
+  const __m256i h = _mm512_cvtepi32_epi16(_mm512_castps_si512(v));
+  if (stream && m == 0xffff && (reinterpret_cast<std::uintptr_t>(p) & 31) == 0)
+    _mm256_stream_si256(static_cast<__m256i*>(p), h);
   else
-    store16(p, raw ? DType::f32 : t, v, m);
+    _mm256_mask_storeu_epi16(p, m, h);
 }
 
 static inline std::int64_t min(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
@@ -33,31 +36,35 @@ static void copy_runs(const ReorderArgs& a) {
     }
     for (std::int64_t c = 0; c < a.cols; c += 16) {
       const __mmask16 m = tail_mask(a.cols - c);
-      store16(y + c * ys, a.y_dtype, load16(x + c * xs, a.x_dtype, m), m);
+      put16(y + c * ys, a.y_dtype, load16(x + c * xs, a.x_dtype, m), m, a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 // 16x16 micro-tiles: 16 rows of x (16 elements along cols each) in, one
 // in-register transpose, 16 rows of y (16 elements along rows each) out.
-// Tails are masked on both sides; missing x rows enter as zeros.
+// Tails are masked on both sides; missing x rows enter as zeros. The
+// micro-tiles of one column of the block go one after the other, so a y line
+// of 16-bit elements (32 rows) is completed while it is still being written.
 static void transpose(const ReorderArgs& a) {
   const bool raw = a.x_dtype == a.y_dtype;
-  for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
-    const std::int64_t nr = min(16, a.rows - r0);
-    const __mmask16 row_mask = tail_mask(nr);
-    for (std::int64_t c0 = 0; c0 < a.cols; c0 += 16) {
-      const std::int64_t nc = min(16, a.cols - c0);
-      const __mmask16 col_mask = tail_mask(nc);
+  for (std::int64_t c0 = 0; c0 < a.cols; c0 += 16) {
+    const std::int64_t nc = min(16, a.cols - c0);
+    const __mmask16 col_mask = tail_mask(nc);
+    for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
+      const std::int64_t nr = min(16, a.rows - r0);
+      const __mmask16 row_mask = tail_mask(nr);
       __m512 t[16];
       for (int i = 0; i < 16; ++i)
         t[i] = i < nr ? load_lanes(advance(a.x, a.x_dtype, (r0 + i) * a.x_row_stride + c0), a.x_dtype, raw, col_mask)
                       : _mm512_setzero_ps();
       transpose16x16(t);
       for (int j = 0; j < nc; ++j)
-        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], row_mask);
+        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], row_mask, a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 // copy or transpose blocks only (see the row's supports()).

@@ -54,7 +54,7 @@ void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, ch
     const __m512i i0 = _mm512_loadu_si512(c.i0 + w);
     if (!a.bilinear) {
       const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 15]);
-      store16(y + w * es, a.dtype, src.pick(i0), m);
+      put16(y + w * es, a.dtype, src.pick(i0), m, a.stream_y);
       continue;
     }
     const __m512i i1 = _mm512_loadu_si512(c.i1 + w);
@@ -63,15 +63,20 @@ void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, ch
     const Window down(bottom, a.dtype, a.in_width, c.i0[w], c.i1[w + 15]);
     const __m512 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
     const __m512 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
-    store16(y + w * es, a.dtype, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m);
+    put16(y + w * es, a.dtype, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m, a.stream_y);
   }
 }
 
-// Copies n bytes, 64 at a time, the last piece masked.
-void copy_bytes(char* dst, const char* src, std::int64_t n) {
+// Copies n bytes, 64 at a time, the last piece masked; whole aligned lines
+// with streaming stores when `stream` (see put16).
+void copy_bytes(char* dst, const char* src, std::int64_t n, bool stream) {
   for (std::int64_t b = 0; b < n; b += 64) {
     const __mmask64 m = n - b >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - b)) - 1;
-    _mm512_mask_storeu_epi8(dst + b, m, _mm512_maskz_loadu_epi8(m, src + b));
+    const __m512i v = _mm512_maskz_loadu_epi8(m, src + b);
+    if (stream && m == ~__mmask64(0) && (reinterpret_cast<std::uintptr_t>(dst + b) & 63) == 0)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + b), v);
+    else
+      _mm512_mask_storeu_epi8(dst + b, m, v);
   }
 }
 
@@ -83,7 +88,7 @@ void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, cha
     char* out = y + w * yp;
     const std::int64_t left = c.i0[w] * xp;
     if (!a.bilinear) {
-      copy_bytes(out, top + left, a.channels * es);  // nearest moves the elements as they are
+      copy_bytes(out, top + left, a.channels * es, a.stream_y);  // nearest moves the elements as they are
       continue;
     }
     const std::int64_t right = c.i1[w] * xp;
@@ -95,7 +100,7 @@ void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, cha
       const __m512 upper = blend(wx0, load16(top + left + at, a.dtype, m), wx1, load16(top + right + at, a.dtype, m));
       const __m512 lower =
           blend(wx0, load16(bottom + left + at, a.dtype, m), wx1, load16(bottom + right + at, a.dtype, m));
-      store16(out + at, a.dtype, blend(wy0, upper, wy1, lower), m);
+      put16(out + at, a.dtype, blend(wy0, upper, wy1, lower), m, a.stream_y);
     }
   }
 }
@@ -114,6 +119,7 @@ void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
     else
       resize_pixels(a, top, bottom, y, r);
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx512

@@ -7,34 +7,39 @@
 namespace tessera::kernels::avx512 {
 
 namespace {
+
+// Rows up to this many columns keep their exps in an L1 buffer between the
+// sum and the output pass, so each logit's exp is computed once.
+constexpr std::int64_t kBufferedCols = 4096;
+
+// One row's logits, scale * x + mask, for x and mask storage types known at
+// compile time (std::integral_constant) or read from the arguments.
+template <class X, class M>
 struct Row {
   const char* x;
   const char* mask;
-  DType x_dtype, mask_dtype;
+  X xt;
+  M mt;
   __m512 scale;
-  std::int64_t xs, ms;  // element sizes
   __m512 logits(std::int64_t c, __mmask16 m) const {
-    __m512 l = _mm512_mul_ps(load16(x + c * xs, x_dtype, m), scale);
-    if (mask) l = _mm512_add_ps(l, load16(mask + c * ms, mask_dtype, m));
+    __m512 l = _mm512_mul_ps(load16(x + c * bytes_of(xt), xt, m), scale);
+    if (mask) l = _mm512_add_ps(l, load16(mask + c * bytes_of(mt), mt, m));
     return l;
   }
 };
-}  // namespace
 
-// Three passes over an L1-resident row: max (and NaN check), sum of exps,
-// normalized exps (log: logit - max - log(sum)); columns past the causal
-// window are written as 0 (log: -inf). Unit column strides only (see
-// supports()).
-void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), ms = bytes_of(a.mask_dtype);
+template <class X, class M, class Y>
+void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t xs = bytes_of(xt), ys = bytes_of(yt), ms = bytes_of(mt), cols = a.cols;
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  const bool log = a.log;
+  alignas(64) float exps[kBufferedCols];
   for (std::int64_t r = r0; r < r1; ++r) {
-    const Row row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
-                  a.mask ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr,
-                  a.x_dtype, a.mask_dtype, _mm512_set1_ps(a.scale), xs, ms};
+    const Row<X, M> row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
+                        a.mask ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr, xt, mt,
+                        _mm512_set1_ps(a.scale)};
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
-    const std::int64_t visible =
-        a.causal ? std::min(a.cols, std::max<std::int64_t>(0, r + a.causal_offset + 1)) : a.cols;
+    const std::int64_t visible = a.causal ? std::min(cols, std::max<std::int64_t>(0, r + a.causal_offset + 1)) : cols;
 
     __m512 vmax = _mm512_set1_ps(neg_inf);
     __mmask16 nan = 0;
@@ -46,27 +51,50 @@ void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
     }
     const float max = _mm512_reduce_max_ps(vmax);
     const bool empty = max == neg_inf && nan == 0;
-    __m512 vsum = _mm512_setzero_ps();
+    const bool buffered = !log && visible <= kBufferedCols;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;  // two chains: the adds' latency does not bound the pass
     const __m512 vm = _mm512_set1_ps(max);
     for (std::int64_t c = 0; c < visible && !empty; c += 16) {
       const __mmask16 m = tail_mask(visible - c);
-      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(row.logits(c, m), vm))));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(row.logits(c, m), vm)));
+      if (buffered) _mm512_store_ps(exps + c, e);
+      if ((c & 16) == 0) s0 = _mm512_add_ps(s0, e);
+      else s1 = _mm512_add_ps(s1, e);
     }
-    const float sum = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_add_ps(vsum);
+    const float sum = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     const __m512 inv = _mm512_set1_ps(1.0f / sum);
-    const __m512 log_sum = _mm512_set1_ps(a.log ? float(std::log(double(sum))) : 0.0f);
-    const __m512 hidden = _mm512_set1_ps(a.log ? neg_inf : 0.0f);
-    for (std::int64_t c = 0; c < a.cols; c += 16) {
-      const __mmask16 m = tail_mask(a.cols - c);
+    const __m512 log_sum = _mm512_set1_ps(log ? float(std::log(double(sum))) : 0.0f);
+    const __m512 hidden = _mm512_set1_ps(log ? neg_inf : 0.0f);
+    for (std::int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 m = tail_mask(cols - c);
       __m512 p = hidden;
       if (c < visible && !empty) {
         const __mmask16 vis = tail_mask(visible - c);
-        const __m512 d = _mm512_sub_ps(row.logits(c, vis), vm);
-        p = a.log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16(d), inv);
+        if (buffered) {
+          p = _mm512_mask_mul_ps(hidden, vis, _mm512_load_ps(exps + c), inv);
+        } else {
+          const __m512 d = _mm512_sub_ps(row.logits(c, vis), vm);
+          p = log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16(d), inv);
+        }
       }
-      store16(y + c * ys, a.y_dtype, p, m);
+      put16(y + c * ys, yt, p, m, a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
+}
+
+}  // namespace
+
+// Three passes over an L1-resident row: max (and NaN check), sum of exps
+// (kept in a buffer for the next pass), normalized exps (log: logit - max -
+// log(sum)); columns past the causal window are written as 0 (log: -inf).
+// Unit column strides only (see supports()). The loops are compiled per
+// storage type when x, y (and the mask) share one; see unary.cpp.
+void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
+  if (a.x_dtype == a.y_dtype && (!a.mask || a.mask_dtype == a.x_dtype))
+    dispatch_float(a.x_dtype, [&](auto t) { softmax_rows(a, t, t, t, r0, r1); });
+  else
+    softmax_rows(a, a.x_dtype, a.mask_dtype, a.y_dtype, r0, r1);
 }
 
 }  // namespace tessera::kernels::avx512
