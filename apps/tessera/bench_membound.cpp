@@ -49,7 +49,7 @@ using bench::threads_label;
 struct MemboundOptions {
   std::vector<int> threads{1, 2};
   std::vector<std::string> dtypes{"f32", "bf16"};
-  std::vector<std::string> sizes{"large", "t1", "t4096"};
+  std::vector<std::string> sizes{"large", "t1", "t4096", "tiny"};
   std::vector<std::string> cases;
   int repeats = 5;
   bool json = false;

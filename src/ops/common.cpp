@@ -92,4 +92,11 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
                                               allow_same_view ? " (only an identical view, i.e. in-place, is allowed)" : ""));
 }
 
+Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs) {
+  static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, in, std::span(descs, 1), kIn));
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, out, std::span(descs + 1, 1), kOut));
+  return check_overlap(out[0], "y", in[0], "x", false);
+}
+
 }  // namespace tessera::ops::detail

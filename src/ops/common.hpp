@@ -32,6 +32,10 @@ Status check_tensors(std::string_view op, std::span<const Tensor> given, std::sp
 Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor& in, std::string_view in_name,
                      bool allow_same_view);
 
+// The run()-time checks of an op from x to y that may not work in place:
+// check_tensors of {x} and {y} against descs[0] and descs[1], and no overlap.
+Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs);
+
 // Plans through the context's cache (key: op, attributes, descs, ISA
 // ceiling), takes any workspace from the memory pool, and runs.
 template <class MakePlan>

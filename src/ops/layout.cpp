@@ -330,10 +330,7 @@ class PadPlan final : public Plan {
   std::string_view op() const override { return "pad"; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "x", false));
+    TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
       interior_.run(stream.context().pool(), in, out);
       fill_borders(byte_ptr(in[0]), const_cast<char*>(byte_ptr(out[0])));

@@ -37,10 +37,7 @@ class ReducePlan final : public Plan {
   std::string_view op() const override { return to_string(op_); }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "x", false));
+    TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
       const std::int64_t xs = bytes_of(descs_[0].dtype), ys = bytes_of(descs_[1].dtype);
       const auto& st = outputs_.inner_strides;

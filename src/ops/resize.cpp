@@ -55,10 +55,7 @@ class ResizePlan final : public Plan {
   std::string_view op() const override { return "resize"; }
 
   Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 1), kOut));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[0], "x", false));
+    TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
       if (descs_[1].numel() == 0) return Status{};
       kernels::ResizeArgs args = args_;

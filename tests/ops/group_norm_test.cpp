@@ -61,19 +61,6 @@ Status run_plan(Stream& s, const Tensor& x, const OptTensor& residual, const Opt
   return plan->run(s, in, out, workspace.data());
 }
 
-Tensor clone(const Tensor& t) {
-  Tensor c = value_or_die(Tensor::empty(t.dtype(), t.shape()));
-  EXPECT_TRUE(copy(t, c).ok());
-  return c;
-}
-
-::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
-  if (!(a.desc() == b.desc()) || !a.is_contiguous()) return ::testing::AssertionFailure() << "not comparable";
-  if (std::memcmp(a.data(), b.data(), std::size_t(a.numel() * bytes_of(a.dtype()))) != 0)
-    return ::testing::AssertionFailure() << "bits differ";
-  return ::testing::AssertionSuccess();
-}
-
 class GroupNormTest : public IsaTest {
  protected:
   // Runs at this ISA and at scalar (on contiguous copies) into fresh outputs; compares y and sum.

@@ -37,21 +37,6 @@ Status run(Stream& s, Op op, const Tensor& x, const Tensor& residual, const std:
   return Status{};
 }
 
-// A contiguous copy of t, to run in place on.
-Tensor clone(const Tensor& t) {
-  Tensor c = value_or_die(Tensor::empty(t.dtype(), t.shape()));
-  EXPECT_TRUE(copy(t, c).ok());
-  return c;
-}
-
-// Bit-for-bit equality of two contiguous tensors of one dtype.
-::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
-  if (!(a.desc() == b.desc()) || !a.is_contiguous()) return ::testing::AssertionFailure() << "not comparable";
-  if (std::memcmp(a.data(), b.data(), std::size_t(a.numel() * bytes_of(a.dtype()))) != 0)
-    return ::testing::AssertionFailure() << "bits differ";
-  return ::testing::AssertionSuccess();
-}
-
 class NormTest : public IsaTest {
  protected:
   // Runs op at this ISA on the given (maybe strided) inputs and at scalar on

@@ -1,5 +1,7 @@
 #include "support/harness.hpp"
 
+#include <cstring>
+
 #include "core/element.hpp"
 #include "core/strided.hpp"
 
@@ -57,6 +59,19 @@ std::string isa_name(const ::testing::TestParamInfo<hw::Isa>& info) { return std
   if (s.message().find(std::string(argument) + ":") == std::string::npos &&
       s.message().find(std::string(argument) + " ") == std::string::npos)
     return ::testing::AssertionFailure() << "error does not name '" << argument << "': " << s.to_string();
+  return ::testing::AssertionSuccess();
+}
+
+Tensor clone(const Tensor& t) {
+  Tensor c = value_or_die(Tensor::empty(t.dtype(), t.shape()));
+  EXPECT_TRUE(copy(t, c).ok());
+  return c;
+}
+
+::testing::AssertionResult identical(const Tensor& a, const Tensor& b) {
+  if (!(a.desc() == b.desc()) || !a.is_contiguous()) return ::testing::AssertionFailure() << "not comparable";
+  if (std::memcmp(a.data(), b.data(), std::size_t(a.numel() * bytes_of(a.dtype()))) != 0)
+    return ::testing::AssertionFailure() << "bits differ";
   return ::testing::AssertionSuccess();
 }
 

@@ -30,6 +30,8 @@ void fill_random(const Tensor& t, std::uint64_t seed, float lo = -1.0f, float hi
 // slice, so the result has gaps between rows (non-contiguous).
 Tensor padded_copy(const Tensor& t, std::int64_t pad = 3);
 Tensor zeros(DType dtype, const Shape& shape);
+// A contiguous copy of t (to run in place on, or to compare with).
+Tensor clone(const Tensor& t);
 
 // ISA levels to test: every level up to this run's ceiling (TESSERA_ISA, else the machine's best).
 std::vector<hw::Isa> isa_levels();
@@ -52,6 +54,8 @@ class IsaTest : public ::testing::TestWithParam<hw::Isa> {
 };
 
 ::testing::AssertionResult close(const Tensor& got, const Tensor& ref, const Tolerance& tol);
+// Bit-for-bit equality of two contiguous tensors of one desc.
+::testing::AssertionResult identical(const Tensor& a, const Tensor& b);
 
 // The message of a failed Status must name the argument at fault.
 ::testing::AssertionResult fails_naming(const Status& s, std::string_view argument);
