@@ -5,6 +5,8 @@
 
 #include "core/element.hpp"
 #include "core/strided.hpp"
+#include "kernels/reorder.hpp"
+#include "kernels/unary.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -75,6 +77,40 @@ TEST_P(LayoutTest, Transpose2D) {
       // and into a transposed destination from a contiguous source
       Tensor xc = random_tensor(xt, {r, c}, 2);
       check_reorder(xc, view(zeros(yt, {c, r}).transpose(0, 1)), view(zeros(yt, {c, r}).transpose(0, 1)));
+    }
+}
+
+// The streaming-store paths run only past the L3 (hundreds of MiB here), so
+// they are called directly: every row of this level, stream_y on, against
+// the reference row on the same block.
+TEST_P(LayoutTest, StreamingTransposeRowsMatchTheReference) {
+  for (auto [xt, yt] : kDtypePairs)
+    for (auto [r, c] : std::vector<std::pair<std::int64_t, std::int64_t>>{{70, 37}, {32, 16}, {5, 3}}) {
+      SCOPED_TRACE(fmt::format("{} -> {} [{}, {}]", to_string(xt), to_string(yt), r, c));
+      Tensor x = random_tensor(xt, {r, c}, 7);
+      Tensor y = zeros(yt, {c, r}), ref = zeros(yt, {c, r});
+      kernels::ReorderArgs args{xt, yt, r, c, x.data(), c, 1, y.data(), 1, r, true};
+      const kernels::ReorderProblem problem{kernels::ReorderMode::transpose, xt, yt, r, c, r * c};
+      const auto* row = kernels::select<kernels::ReorderFamily>(problem, GetParam());
+      row->run(args);
+      args.y = ref.data();
+      kernels::ref::reorder(args);
+      EXPECT_TRUE(identical(y, ref)) << row->name;
+    }
+}
+
+TEST_P(LayoutTest, StreamingElementwiseRowsMatchTheReference) {
+  for (DType dt : kFloatTypes)
+    for (std::int64_t n : {1L, 17L, 100L, 1000L}) {
+      SCOPED_TRACE(fmt::format("{} n={}", to_string(dt), n));
+      Tensor x = random_tensor(dt, {n}, 8, -4.0f, 4.0f);
+      Tensor y = zeros(dt, {n}), ref = zeros(dt, {n});
+      kernels::UnaryArgs args{kernels::Act::silu, dt, dt, n, x.data(), 1, y.data(), 1, true};
+      const kernels::UnaryProblem problem{kernels::Act::silu, dt, dt, 1, 1, n};
+      kernels::select<kernels::UnaryFamily>(problem, GetParam())->run(args);
+      args.y = ref.data();
+      kernels::ref::unary(args);
+      EXPECT_TRUE(close(y, ref, tolerance_for(dt)));
     }
 }
 

@@ -24,7 +24,7 @@ namespace tessera::ops {
 class Plan : public CachedPlan {
  public:
   virtual std::string_view op() const = 0;
-  // The kernel row plan() chose, e.g. "rms_norm_avx512".
+  // The kernel row plan() chose, e.g. "norm_avx512".
   std::string_view kernel() const { return kernel_; }
   // Scratch memory run() needs; pass at least this many bytes (64-byte aligned).
   virtual std::int64_t workspace_bytes() const { return 0; }

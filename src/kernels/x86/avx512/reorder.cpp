@@ -42,35 +42,77 @@ static void copy_runs(const ReorderArgs& a) {
   if (a.stream_y) _mm_sfence();
 }
 
+// One 16x16 micro-tile of x at (r0, c0), nr x nc of it real (missing rows
+// enter as zeros), transposed in registers: t[j] holds column c0 + j.
+static inline void load_tile(const ReorderArgs& a, bool raw, std::int64_t r0, std::int64_t c0, std::int64_t nr,
+                             __mmask16 col_mask, __m512 t[16]) {
+  for (int i = 0; i < 16; ++i)
+    t[i] = i < nr ? load_lanes(advance(a.x, a.x_dtype, (r0 + i) * a.x_row_stride + c0), a.x_dtype, raw, col_mask)
+                  : _mm512_setzero_ps();
+  transpose16x16(t);
+}
+
+// 16 lanes as 16-bit y elements: the low halves of the raw bits, or rounded.
+static inline __m256i halves(__m512 v, DType t, bool raw) {
+  if (raw) return _mm512_cvtepi32_epi16(_mm512_castps_si512(v));
+  return t == DType::bf16 ? to_bf16(v) : _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 // 16x16 micro-tiles: 16 rows of x (16 elements along cols each) in, one
 // in-register transpose, 16 rows of y (16 elements along rows each) out.
-// Tails are masked on both sides; missing x rows enter as zeros. The
-// micro-tiles of one column of the block go one after the other, so a y line
-// of 16-bit elements (32 rows) is completed while it is still being written.
+// Tails are masked on both sides.
 static void transpose(const ReorderArgs& a) {
   const bool raw = a.x_dtype == a.y_dtype;
+  const bool stream = a.stream_y;
   for (std::int64_t c0 = 0; c0 < a.cols; c0 += 16) {
     const std::int64_t nc = min(16, a.cols - c0);
     const __mmask16 col_mask = tail_mask(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
       const std::int64_t nr = min(16, a.rows - r0);
-      const __mmask16 row_mask = tail_mask(nr);
       __m512 t[16];
-      for (int i = 0; i < 16; ++i)
-        t[i] = i < nr ? load_lanes(advance(a.x, a.x_dtype, (r0 + i) * a.x_row_stride + c0), a.x_dtype, raw, col_mask)
-                      : _mm512_setzero_ps();
-      transpose16x16(t);
+      load_tile(a, raw, r0, c0, nr, col_mask, t);
       for (int j = 0; j < nc; ++j)
-        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], row_mask, a.stream_y);
+        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], tail_mask(nr), stream);
     }
   }
-  if (a.stream_y) _mm_sfence();
+  if (stream) _mm_sfence();
+}
+
+// 16-bit y past the L3: a micro-tile fills only half a y line, and streaming
+// half lines leaves the write-combining buffers to flush partial lines. Two
+// micro-tiles (32 x rows) are transposed together instead, so each y line
+// goes out whole in one streaming store.
+static void transpose_to_16bit_lines(const ReorderArgs& a) {
+  const bool raw = a.x_dtype == a.y_dtype;
+  for (std::int64_t c0 = 0; c0 < a.cols; c0 += 16) {
+    const std::int64_t nc = min(16, a.cols - c0);
+    const __mmask16 col_mask = tail_mask(nc);
+    for (std::int64_t r0 = 0; r0 < a.rows; r0 += 32) {
+      const std::int64_t nr = min(32, a.rows - r0);
+      const __mmask32 row_mask = nr == 32 ? ~__mmask32(0) : (__mmask32(1) << nr) - 1;
+      __m512 lo[16], hi[16];
+      load_tile(a, raw, r0, c0, min(16, nr), col_mask, lo);
+      load_tile(a, raw, r0 + 16, c0, nr - 16, col_mask, hi);
+      for (int j = 0; j < nc; ++j) {
+        const __m512i line = _mm512_inserti64x4(_mm512_castsi256_si512(halves(lo[j], a.y_dtype, raw)),
+                                                halves(hi[j], a.y_dtype, raw), 1);
+        void* p = advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0);
+        if (nr == 32 && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0)
+          _mm512_stream_si512(static_cast<__m512i*>(p), line);
+        else
+          _mm512_mask_storeu_epi16(p, row_mask, line);
+      }
+    }
+  }
+  _mm_sfence();
 }
 
 // copy or transpose blocks only (see the row's supports()).
 void reorder(const ReorderArgs& a) {
   if (a.y_col_stride == 1)
     copy_runs(a);
+  else if (a.stream_y && bytes_of(a.y_dtype) == 2)
+    transpose_to_16bit_lines(a);
   else
     transpose(a);
 }
