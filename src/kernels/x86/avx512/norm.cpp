@@ -58,6 +58,37 @@ static inline Moments row_moments(std::int64_t n, Chunk&& chunk) {
   return {kSum ? total(s0, s1, s2, s3) : 0.0, total(q0, q1, q2, q3)};
 }
 
+// The moments of d = chunk - shift, added up in f32 over blocks of 512
+// columns (32 terms per lane) and then in f64: the conversions to f64, which
+// cost more than the rest of the pass, happen once per block. The shift, a
+// value of the row, keeps E[d^2] - E[d]^2 free of cancellation. Squares past
+// the f32 range come out as Inf; the caller then takes row_moments.
+template <bool kSum, class Chunk>
+static inline Moments row_moments_f32(std::int64_t n, float shift, Chunk&& chunk) {
+  const __m512 s16 = _mm512_set1_ps(shift);
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+  for (std::int64_t c = 0; c < n;) {
+    __m512 ps = _mm512_setzero_ps(), ps2 = ps, pq = ps, pq2 = ps;
+    const std::int64_t end = n - c > 512 ? c + 512 : n;
+    for (; c + 32 <= end; c += 32) {
+      const __m512 u = _mm512_sub_ps(chunk(c, __mmask16(0xffff)), s16);
+      const __m512 w = _mm512_sub_ps(chunk(c + 16, __mmask16(0xffff)), s16);
+      if constexpr (kSum) ps = _mm512_add_ps(ps, u), ps2 = _mm512_add_ps(ps2, w);
+      pq = _mm512_fmadd_ps(u, u, pq);
+      pq2 = _mm512_fmadd_ps(w, w, pq2);
+    }
+    for (; c < end; c += 16) {
+      const __mmask16 m = tail_mask(end - c);
+      const __m512 u = _mm512_maskz_sub_ps(m, chunk(c, m), s16);  // masked lanes add nothing
+      if constexpr (kSum) ps = _mm512_add_ps(ps, u);
+      pq = _mm512_fmadd_ps(u, u, pq);
+    }
+    if constexpr (kSum) add_f64(_mm512_add_ps(ps, ps2), s0, s1);
+    add_f64(_mm512_add_ps(pq, pq2), q0, q1);
+  }
+  return {kSum ? _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) : 0.0, _mm512_reduce_add_pd(_mm512_add_pd(q0, q1))};
+}
+
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
 // locals: see unary.cpp. One pass over memory computes v (and stores the sum)
@@ -74,24 +105,28 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const char* v = x;
-    Moments mo;
-    if (a.residual) {
-      const char* res = static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs;
-      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * vs;
-      mo = row_moments<true>(n, [&](std::int64_t c, __mmask16 m) {
-        const __m512 t = rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
-        store16(sum + c * vs, vt, t, m);
-        return t;
-      });
-      v = sum;
-    } else if (layer) {
-      mo = row_moments<true>(n, [&](std::int64_t c, __mmask16 m) { return load16(x + c * xs, xt, m); });
-    } else {
-      mo = row_moments<false>(n, [&](std::int64_t c, __mmask16 m) { return load16(x + c * xs, xt, m); });
+    // The row normalized: x + residual, rounded to sum's dtype and stored there, or x.
+    const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
+    char* sum = a.residual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
+    const auto chunk = [&](std::int64_t c, __mmask16 m) {
+      if (!res) return load16(x + c * xs, xt, m);
+      const __m512 t = rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
+      store16(sum + c * vs, vt, t, m);  // the same value again when a pass is repeated
+      return t;
+    };
+    if (res) v = sum;
+    // Layer norm centres on the row's first value; RMS needs the raw squares.
+    const float shift = layer ? _mm512_cvtss_f32(chunk(0, 1)) : 0.0f;
+    Moments mo = layer ? row_moments_f32<true>(n, shift, chunk) : row_moments_f32<false>(n, 0.0f, chunk);
+    double offset = shift;
+    if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): redo in f64
+      mo = layer ? row_moments<true>(n, chunk) : row_moments<false>(n, chunk);
+      offset = 0.0;
     }
-    const double mean = layer ? mo.sum / double(n) : 0.0;
-    // E[v^2] - mean^2 in f64 from f32 values: exact enough, clamped at 0.
-    const double var = std::max(0.0, mo.squares / double(n) - mean * mean);
+    const double d_mean = layer ? mo.sum / double(n) : 0.0;
+    const double mean = layer ? offset + d_mean : 0.0;
+    // E[d^2] - E[d]^2 in f64, clamped at 0.
+    const double var = std::max(0.0, mo.squares / double(n) - d_mean * d_mean);
     const __m512 mean16 = _mm512_set1_ps(float(mean)), inv = _mm512_set1_ps(float(inv_std(var, eps)));
     // The next row's x (and residual) is fetched while this one's output is
     // written: rows are far apart, and a row start is where the hardware
