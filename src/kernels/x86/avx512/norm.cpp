@@ -105,22 +105,27 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const char* v = x;
-    // The row normalized: x + residual, rounded to sum's dtype and stored there, or x.
+    // The row normalized: x + residual, rounded to sum's dtype and stored
+    // there (the first pass; sum may be the very view of x or residual), or x.
     const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
     char* sum = a.residual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
-    const auto chunk = [&](std::int64_t c, __mmask16 m) {
+    const auto value = [&](std::int64_t c, __mmask16 m) {
       if (!res) return load16(x + c * xs, xt, m);
-      const __m512 t = rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
-      store16(sum + c * vs, vt, t, m);  // the same value again when a pass is repeated
+      return rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
+    };
+    const auto first_pass = [&](std::int64_t c, __mmask16 m) {
+      const __m512 t = value(c, m);
+      if (res) store16(sum + c * vs, vt, t, m);
       return t;
     };
     if (res) v = sum;
     // Layer norm centres on the row's first value; RMS needs the raw squares.
-    const float shift = layer ? _mm512_cvtss_f32(chunk(0, 1)) : 0.0f;
-    Moments mo = layer ? row_moments_f32<true>(n, shift, chunk) : row_moments_f32<false>(n, 0.0f, chunk);
+    const float shift = layer ? _mm512_cvtss_f32(value(0, 1)) : 0.0f;
+    Moments mo = layer ? row_moments_f32<true>(n, shift, first_pass) : row_moments_f32<false>(n, 0.0f, first_pass);
     double offset = shift;
-    if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): redo in f64
-      mo = layer ? row_moments<true>(n, chunk) : row_moments<false>(n, chunk);
+    if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): again in f64, from v as stored
+      const auto stored = [&](std::int64_t c, __mmask16 m) { return load16(v + c * vs, vt, m); };
+      mo = layer ? row_moments<true>(n, stored) : row_moments<false>(n, stored);
       offset = 0.0;
     }
     const double d_mean = layer ? mo.sum / double(n) : 0.0;
