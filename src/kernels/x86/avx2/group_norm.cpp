@@ -31,11 +31,6 @@ static inline __m256d widen_sum(__m256 v) {
   return _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-static inline double hsum_pd(__m256d v) {
-  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 // sums[i] += p[i] in f64, then p[i] = 0, for i < n.
 static inline void flush(float* p, double* sums, std::int64_t n) {
   std::int64_t i = 0;

@@ -17,20 +17,14 @@ static inline __m256 rounded(__m256 v, DType t) {
   }
 }
 
-// All bits set in the first k lanes.
-static inline __m256 first_lanes(std::int64_t k) {
-  return _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps(float(k)), _CMP_LT_OQ);
-}
-
 template <bool kSquare>
 static inline void accumulate(__m256 v, __m256d& lo, __m256d& hi) {
-  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
   if constexpr (kSquare) {
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
     lo = _mm256_fmadd_pd(a, a, lo);
     hi = _mm256_fmadd_pd(b, b, hi);
   } else {
-    lo = _mm256_add_pd(lo, a);
-    hi = _mm256_add_pd(hi, b);
+    add_f64(v, lo, hi);
   }
 }
 
@@ -46,9 +40,7 @@ static inline double row_sum(std::int64_t n, Chunk&& chunk) {
     accumulate<kSquare>(chunk(c + 8, 8), s2, s3);
   }
   for (; c < n; c += 8) accumulate<kSquare>(chunk(c, std::min<std::int64_t>(8, n - c)), s0, s1);
-  const __m256d s = _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3));
-  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  return hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
 }
 
 void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
@@ -79,7 +71,7 @@ void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
     const __m256 mean8 = _mm256_set1_ps(float(mean));
     const double var = row_sum<true>(n, [&](std::int64_t c, std::int64_t k) {
                          const __m256 d = _mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8);
-                         return k == 8 ? d : _mm256_and_ps(d, first_lanes(k));
+                         return k == 8 ? d : _mm256_and_ps(d, lanes_below(k));
                        }) / double(n);
     const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
     for (std::int64_t c = 0; c < n; c += 8) {

@@ -13,16 +13,6 @@ static inline __m256 max_keep_nan(__m256 acc, __m256 v) {
   return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
-static inline void add_f64(__m256 v, __m256d& lo, __m256d& hi) {
-  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-}
-
-static inline double sum_lanes(__m256d v) {
-  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
 static double row_sum(const char* x, DType t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
   __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;  // two vectors in flight hide the add latency
@@ -33,7 +23,7 @@ static double row_sum(const char* x, DType t, std::int64_t len) {
   }
   if (c < len) add_f64(load8_n(x + c * xs, t, len - c), s0, s1);
   if (c + 8 < len) add_f64(load8_tail(x + (c + 8) * xs, t, len - c - 8), s2, s3);
-  return sum_lanes(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  return hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
 }
 
 static float row_max(const char* x, DType t, std::int64_t len) {

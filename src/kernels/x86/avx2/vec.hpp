@@ -94,6 +94,19 @@ static inline float hmax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
+// v's 8 lanes added into f64 accumulators (lo: lanes 0-3, hi: 4-7), for sums
+// that f32 would round.
+static inline void add_f64(__m256 v, __m256d& lo, __m256d& hi) {
+  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+// The sum of the 4 lanes of v.
+static inline double hsum_pd(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
 // All ones in lanes i < n, zeros above (0 <= n <= 8): the valid lanes of a tail.
 static inline __m256 lanes_below(std::int64_t n) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));

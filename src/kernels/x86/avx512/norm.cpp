@@ -20,11 +20,7 @@ static inline __m512 rounded(__m512 v, DType t) {
   }
 }
 
-// Adds v (or v squared) into f64 accumulators.
-static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
-  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-}
+// Adds v squared into f64 accumulators (add_f64's counterpart).
 static inline void add_square_f64(__m512 v, __m512d& lo, __m512d& hi) {
   const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), b = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
   lo = _mm512_fmadd_pd(a, a, lo);

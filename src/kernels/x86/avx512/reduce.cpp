@@ -11,11 +11,6 @@ static inline __m512 max_keep_nan(__m512 acc, __m512 v) {
   return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
-  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-}
-
 static double row_sum(const char* x, DType t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
   __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;  // two vectors in flight hide the add latency

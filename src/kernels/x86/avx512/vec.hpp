@@ -57,6 +57,13 @@ static inline void put16(void* p, DType t, __m512 v, __mmask16 m, bool stream) {
   }
 }
 
+// v's 16 lanes added into f64 accumulators (lo: lanes 0-7, hi: 8-15), for
+// sums that f32 would round.
+static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
+  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+
 // Calls f(std::integral_constant<DType, T>{}) for a float storage type t, so
 // a kernel's loop can be compiled per type, with no switch inside it.
 template <class F>
