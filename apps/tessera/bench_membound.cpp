@@ -524,7 +524,7 @@ void run_bench_membound(MemboundOptions opt) {
   const auto start = std::chrono::steady_clock::now();
   bench::Contexts contexts(opt.threads);
   Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .roofline = {}};
-  const std::int64_t stream_bytes = 2 * std::max<std::int64_t>(hw::info().l3_bytes, 64 << 20);
+  const std::int64_t stream_bytes = bench::stream_array_bytes();
   for (int t : opt.threads) {
     Result<bench::Roofline> roof = bench::stream_roofline(contexts.at(t), "membound", stream_bytes, run.measure, opt.json);
     if (!roof.ok()) {

@@ -7,6 +7,9 @@ namespace tessera::app {
 void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_bench_command(CLI::App& app);  // `bench`, with each suite below as its subcommand
+void add_calibrate_command(CLI::App& app);  // measure and cache this machine's roofline
+void add_verify_command(CLI::App& app);     // every kernel row against the scalar reference
+void add_tune_command(CLI::App& app);       // find the fastest tiling per shape and store it for dispatch
 
 // The suites of `tessera bench`.
 void add_bench_gemm_command(CLI::App& bench);

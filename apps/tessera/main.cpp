@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   tessera::app::add_info_command(app);
   tessera::app::add_demo_command(app);
   tessera::app::add_bench_command(app);
+  tessera::app::add_calibrate_command(app);
+  tessera::app::add_verify_command(app);
+  tessera::app::add_tune_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

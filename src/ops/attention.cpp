@@ -131,7 +131,7 @@ Status run_units(Stream& stream, std::string_view op, const Row& row, const kern
     std::vector<Merge> merges;
     float* ws = static_cast<float*>(workspace);
     for (const Unit& u : units) add_unit(u, tiling, tasks, merges, ws);
-    execute(stream.context().pool(), row, tasks, merges);
+    execute(stream.pool(), row, tasks, merges);
     return Status{};
   });
 }
@@ -234,7 +234,7 @@ class AttentionPlan final : public Plan {
   std::string_view op() const override { return "attention"; }
   std::int64_t workspace_bytes() const override { return workspace_; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kMasked[] = {"q", "k", "v", "mask"}, kVarlen[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
     const std::span<const std::string_view> in_names = varlen_batch_ ? std::span<const std::string_view>(kVarlen) : kMasked;
     TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, in_names, out, outputs_, workspace_, workspace));
@@ -448,7 +448,7 @@ class PagedAttentionPlan final : public Plan {
   std::string_view op() const override { return "paged_attention"; }
   std::int64_t workspace_bytes() const override { return workspace_; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kIn[] = {"q", "seq_ids"};
     TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, kIn, out, outputs_, workspace_, workspace));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];

@@ -10,6 +10,7 @@
 #include "core/strided.hpp"
 #include "tessera/ops/plan.hpp"
 #include "tessera/runtime/context.hpp"
+#include "tessera/runtime/profiler.hpp"
 
 namespace tessera::ops::detail {
 
@@ -37,11 +38,13 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
 Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs);
 
 // Plans through the context's cache (key: op, attributes, descs, ISA
-// ceiling), takes any workspace from the memory pool, and runs.
+// ceiling), takes any workspace from the memory pool (held until the op has
+// run), and runs. The profiler's host time starts here, plan lookup included.
 template <class MakePlan>
 Status run_cached(Stream& stream, const PlanKey& key, MakePlan&& make_plan, std::span<const Tensor> inputs,
                   std::span<const Tensor> outputs) {
   Context& ctx = stream.context();
+  const auto host_start = ctx.profiler().enabled() ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   std::shared_ptr<const CachedPlan> cached = ctx.plans().find(key);
   if (!cached) {
     Result<PlanPtr> made = make_plan();
@@ -50,9 +53,10 @@ Status run_cached(Stream& stream, const PlanKey& key, MakePlan&& make_plan, std:
     ctx.plans().insert(key, cached);
   }
   const auto& plan = static_cast<const Plan&>(*cached);
-  if (plan.workspace_bytes() == 0) return plan.run(stream, inputs, outputs);
+  if (plan.workspace_bytes() == 0) return plan.launch(stream, inputs, outputs, nullptr, nullptr, host_start);
   TESSERA_ASSIGN_OR_RETURN(auto workspace, ctx.memory().allocate(plan.workspace_bytes()));
-  return plan.run(stream, inputs, outputs, workspace.data());
+  auto block = std::make_shared<MemoryPool::Block>(std::move(workspace));
+  return plan.launch(stream, inputs, outputs, block->data(), block, host_start);
 }
 
 // Calls fn(offsets, i0, i1) for every piece of an (outer x inner) iteration

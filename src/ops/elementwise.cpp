@@ -87,7 +87,7 @@ class ElementwisePlan final : public Plan {
 
   std::string_view op() const override { return op_; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), N - 1), std::span(names_.data(), N - 1)));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + N - 1, 1), std::span(names_.data() + N - 1, 1)));
     for (int k = 0; k + 1 < N; ++k)
@@ -96,7 +96,7 @@ class ElementwisePlan final : public Plan {
       std::array<const char*, N> base;
       for (int k = 0; k + 1 < N; ++k) base[k] = byte_ptr(in[k]);
       base[N - 1] = byte_ptr(out[0]);
-      parallel_over(stream.context().pool(), dims_.outer, dims_.inner, tiling_.grain,
+      parallel_over(stream.pool(), dims_.outer, dims_.inner, tiling_.grain,
                     [&](const std::array<std::int64_t, N>& off, std::int64_t i0, std::int64_t i1) {
                       std::array<char*, N> ptrs;
                       for (int k = 0; k < N; ++k)

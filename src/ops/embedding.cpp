@@ -19,7 +19,7 @@ class EmbeddingPlan final : public Plan {
 
   std::string_view op() const override { return "embedding"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"table", "ids"}, kOut[] = {"out"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), 2), kIn));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + 2, 1), kOut));
@@ -39,7 +39,7 @@ class EmbeddingPlan final : public Plan {
       const kernels::EmbeddingArgs args{table.dtype, ids.dtype, table.shape[1], nullptr, ids_.inner_strides[0],
                                         in[0].data(), table.strides[0], table.strides[1], nullptr,
                                         ids_.inner_strides[1], o.strides[o.rank() - 1]};
-      parallel_over(stream.context().pool(), ids_.outer, ids_.inner, tiling_.ids_per_task,
+      parallel_over(stream.pool(), ids_.outer, ids_.inner, tiling_.ids_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t i0, std::int64_t i1) {
                       kernels::EmbeddingArgs a = args;
                       a.ids = byte_ptr(in[1]) + off[0] * bytes_of(ids.dtype);

@@ -137,7 +137,7 @@ class GroupNormPlan final : public Plan {
     return s_.units * 2 * s_.c * (8 + 4) + s_.n * 4 * s_.c * 4;
   }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.input_names));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, s_.outputs, s_.output_names));
     const bool has_sum = out.size() == 2;
@@ -154,9 +154,9 @@ class GroupNormPlan final : public Plan {
       if (s_.units == 0) return Status{};  // a dim of size 0: empty result
       const Bound t = bind(in, out);
       if (s_.attrs.channels_last)
-        run_channels_last(stream.context().pool(), t, workspace);
+        run_channels_last(stream.pool(), t, workspace);
       else
-        run_channels_first(stream.context().pool(), t);
+        run_channels_first(stream.pool(), t);
       return Status{};
     });
   }

@@ -198,7 +198,7 @@ class MovePlan final : public Plan {
 
   std::string_view op() const override { return op_; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, in_, in_views_));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, out_, out_views_));
     for (std::size_t o = 0; o < out.size(); ++o)
@@ -206,7 +206,7 @@ class MovePlan final : public Plan {
         TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_views_[o], in[i], in_views_[i], false));
     TESSERA_RETURN_IF_ERROR(check_disjoint(out, out_views_));
     return stream.submit(op(), [&] {
-      parts_.run(stream.context().pool(), in, out);
+      parts_.run(stream.pool(), in, out);
       return Status{};
     });
   }
@@ -329,10 +329,10 @@ class PadPlan final : public Plan {
 
   std::string_view op() const override { return "pad"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
-      interior_.run(stream.context().pool(), in, out);
+      interior_.run(stream.pool(), in, out);
       fill_borders(byte_ptr(in[0]), const_cast<char*>(byte_ptr(out[0])));
       return Status{};
     });
@@ -461,7 +461,7 @@ class GatherPlan final : public Plan {
 
   std::string_view op() const override { return "gather"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"x", "indices"}, kOut[] = {"y"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), 2), kIn));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + 2, 1), kOut));
@@ -480,7 +480,7 @@ class GatherPlan final : public Plan {
       const char* xp = byte_ptr(in[0]);
       char* yp = const_cast<char*>(byte_ptr(out[0]));
       const std::int64_t size = bytes_of(x.dtype), axis_stride = x.strides[axis_];
-      stream.context().pool().parallel_for(outer_.numel() * count, slabs_per_task_, [&](std::int64_t u0, std::int64_t u1) {
+      stream.pool().parallel_for(outer_.numel() * count, slabs_per_task_, [&](std::int64_t u0, std::int64_t u1) {
         for (std::int64_t u = u0; u < u1; ++u) {
           const auto o = outer_.offsets(u / count), k = index_dims_.offsets(u % count);
           std::int64_t v = tessera::detail::load_index(in[1].data(), indices.dtype, k[0]);

@@ -1,11 +1,15 @@
 #include "tessera/ops/matmul.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/matmul.hpp"
 #include "ops/common.hpp"
+#include "runtime/log_format.hpp"
 #include "tessera/ops/elementwise.hpp"
 
 namespace tessera::ops {
@@ -24,6 +28,69 @@ struct Geometry {
   std::int64_t a_rs = 0, a_cs = 0, b_rs = 0, b_cs = 0, c_rs = 0, c_cs = 0, r_rs = 0, r_cs = 0;
 };
 
+// The tiling parameters each row's kernel reads, as the grain its tiling
+// function produces them in and its kernel accepts (0: the kernel does not
+// read the parameter). AMX: 16-row A tiles and K in whole tile steps; every
+// row: N in whole packed panels (tasks index panels by n0). The f32 rows
+// accept any M or K block; 14 rows is their tiling's micro-tile and 16 its K
+// step. Decode (M <= 4) takes all its rows and all of K at once. The
+// reference row is not tuned.
+struct TilingGrains {
+  kernels::MatmulFamily::Run run;
+  std::int64_t m_block, n_block, k_block;
+};
+constexpr TilingGrains kTilingGrains[] = {
+    {kernels::avx512::matmul_decode, 0, kernels::kPanelCols, 0},
+    {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
+    {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
+    {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_bf16_dot, 14, kernels::kPanelCols, 0},
+    {kernels::avx512::matmul_f32, 14, kernels::kPanelCols, 16},
+    {kernels::avx2::matmul_f32, 14, kernels::kPanelCols, 16},
+};
+
+// One tunable parameter of a plan: a positive multiple of `grain` up to
+// `limit`, the value that covers the whole dimension (one block of rows or
+// of columns, all of K); larger values act exactly as the limit does.
+struct TilingParam {
+  std::string_view name;
+  std::int64_t kernels::MatmulTiling::*field;
+  std::int64_t grain, limit;
+
+  bool valid(std::int64_t v) const { return v >= grain && v <= limit && v % grain == 0; }
+  // What `t` sets this parameter to, as a value of the grid. The rows'
+  // tilings give multiples of the grain, or values past the whole dimension.
+  std::int64_t value(const kernels::MatmulTiling& t) const {
+    return std::min(kernels::round_up(std::max<std::int64_t>(t.*field, 1), grain), limit);
+  }
+  // From a quarter to four times `v`, rounded to the grid; `v` among them.
+  std::vector<std::int64_t> candidates(std::int64_t v) const {
+    std::vector<std::int64_t> out{v};
+    for (auto [num, den] : {std::pair<std::int64_t, std::int64_t>{1, 4}, {1, 2}, {3, 4}, {3, 2}, {2, 1}, {4, 1}}) {
+      const std::int64_t scaled = std::min(saturating_mul(v, num) / den, limit);
+      out.push_back(std::clamp((scaled + grain / 2) / grain * grain, grain, limit));
+    }
+    std::ranges::sort(out);
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+};
+
+// The parameters `row` reads, for an M x N x K problem; none for rows not tuned.
+std::vector<TilingParam> tiling_params(const Row& row, std::int64_t m, std::int64_t n, std::int64_t k) {
+  std::vector<TilingParam> params;
+  for (const TilingGrains& grains : kTilingGrains) {
+    if (grains.run != row.run) continue;
+    auto add = [&](std::string_view name, std::int64_t kernels::MatmulTiling::*field, std::int64_t grain, std::int64_t dim) {
+      if (grain > 0) params.push_back({name, field, grain, kernels::round_up(std::max<std::int64_t>(dim, 1), grain)});
+    };
+    add("m_block", &kernels::MatmulTiling::m_block, grains.m_block, m);
+    add("n_block", &kernels::MatmulTiling::n_block, grains.n_block, n);
+    add("k_block", &kernels::MatmulTiling::k_block, grains.k_block, k);
+  }
+  return params;
+}
+
 class GemmPlan final : public Plan {
  public:
   struct Spec {
@@ -40,6 +107,7 @@ class GemmPlan final : public Plan {
     // best one under the context's ISA ceiling); null otherwise.
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
     std::int64_t bytes = 0;
+    std::string tuning_key;  // "": the row has no tiling to tune
   };
 
   explicit GemmPlan(Spec s)
@@ -54,6 +122,16 @@ class GemmPlan final : public Plan {
 
   std::string_view op() const override { return s_.op; }
 
+  std::string tuning_key() const override { return s_.tuning_key; }
+  std::vector<TuningParam> tuning_params() const override {
+    std::vector<TuningParam> out;
+    for (const TilingParam& p : tiling_params(*s_.row, s_.g.m, s_.g.n, s_.g.k)) {
+      const std::int64_t value = p.value(s_.tiling);
+      out.push_back({p.name, value, p.candidates(value)});
+    }
+    return out;
+  }
+
   // W8A8: int8 rows of A ([batch][M rounded up to 16][K rounded up to 64])
   // and one f32 scale per row.
   std::int64_t workspace_bytes() const override {
@@ -61,7 +139,7 @@ class GemmPlan final : public Plan {
     return q_values_bytes() + s_.g.batch.numel() * q_rows() * 4;
   }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kOut[] = {"c"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.c, 1), kOut));
@@ -71,7 +149,7 @@ class GemmPlan final : public Plan {
     if (workspace_bytes() > 0 && workspace == nullptr)
       return Status::invalid_argument(fmt::format("{}: workspace: {} bytes required (workspace_bytes()), got none", op(), workspace_bytes()));
     return stream.submit(op(), [this, &stream, in, out, workspace] {
-      execute(stream.context().pool(), in, out[0], workspace);
+      execute(stream.pool(), in, out[0], workspace);
       return Status{};
     });
   }
@@ -177,6 +255,41 @@ Strides residual_strides(const Epilogue& e, const TensorDesc& c) {
   return e.residual ? e.residual->strides : Strides::filled(c.rank(), 0);
 }
 
+// The key a plan's tiling is tuned under: its row, dtypes (a, b, c; b as
+// stored), how B comes (raw, packed, or packed with W8A8 activations), the
+// problem, and the threads that split it, since a setting tuned for one
+// thread count says little about another.
+std::string tuning_key(const Row& row, const kernels::MatmulProblem& p, std::int64_t batch, int threads) {
+  const std::string_view b_form = !p.b_packed ? "raw" : p.quantize_a ? "w8a8" : "packed";
+  return fmt::format("{}:{}.{}.{}:{}:b{}:m{}:n{}:k{}:t{}", row.name, to_string(p.a), to_string(p.b), to_string(p.c),
+                     b_form, batch, p.m, p.n, p.k, threads);
+}
+
+// Sets the plan's tuning key, and its tiling to the one `tessera tune`
+// stored under it when every value is one the row accepts.
+void apply_tuning(Context& ctx, const kernels::MatmulProblem& problem, GemmPlan::Spec& spec) {
+  const std::vector<TilingParam> params = tiling_params(*spec.row, problem.m, problem.n, problem.k);
+  if (params.empty()) return;
+  spec.tuning_key = tuning_key(*spec.row, problem, spec.g.batch.numel(), ctx.pool().threads());
+  const std::optional<std::vector<std::int64_t>> stored = ctx.tuning().find(spec.tuning_key);
+  if (!stored) return;
+  if (stored->size() != params.size()) {
+    TESSERA_LOG_AT(LogLevel::warn, "tuning file {}: key {}: {} values, expected {}; the default tiling is used",
+                   ctx.tuning().path(), spec.tuning_key, stored->size(), params.size());
+    return;
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const TilingParam& p = params[i];
+    if (!p.valid((*stored)[i])) {
+      TESSERA_LOG_AT(LogLevel::warn,
+                     "tuning file {}: key {}: {} = {} is not a multiple of {} in [{}, {}]; the default tiling is used",
+                     ctx.tuning().path(), spec.tuning_key, p.name, (*stored)[i], p.grain, p.grain, p.limit);
+      return;
+    }
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) spec.tiling.*params[i].field = (*stored)[i];
+}
+
 Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   const Geometry& g = spec.g;
   const kernels::MatmulProblem problem{spec.inputs[0].dtype,
@@ -193,6 +306,7 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
                                        !spec.epilogue.residual || g.r_cs == 1 || g.n <= 1};
   spec.row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
   spec.tiling = spec.row->tiling(problem, ctx.hw());
+  apply_tuning(ctx, problem, spec);
   return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
 }
 

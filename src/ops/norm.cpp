@@ -31,7 +31,7 @@ class NormPlan final : public Plan {
 
   std::string_view op() const override { return op_name(kind_, has_residual()); }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kOut[] = {"y", "sum"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, input_names_));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, outputs_, std::span(kOut, outputs_.size())));
@@ -60,7 +60,7 @@ class NormPlan final : public Plan {
           beta ? in[beta_at_].data() : nullptr, beta ? beta->strides[0] : 0,
           nullptr, rows_.inner_strides[3], y.strides[last],
           attrs_.eps, tiling_.stream_output};
-      parallel_over(stream.context().pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
+      parallel_over(stream.pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 4>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::NormArgs a = args;
                       a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);

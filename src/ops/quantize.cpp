@@ -91,7 +91,7 @@ class QuantPlan final : public Plan {
 
   std::string_view op() const override { return op_; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"x", "scale", "zero_point"}, kOut[] = {"y"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, kIn));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&y_, 1), kOut));
@@ -109,7 +109,7 @@ class QuantPlan final : public Plan {
           in[1].data(), 0, along_blocks ? layout_.scale_axis_stride : d.inner_strides[2],
           has_zp ? in[2].data() : nullptr, 0, along_blocks ? layout_.zp_axis_stride : d.inner_strides[3],
           along_blocks ? layout_.group : 1};
-      parallel_over(stream.context().pool(), d.outer, d.inner, grain_,
+      parallel_over(stream.pool(), d.outer, d.inner, grain_,
                     [&](const std::array<std::int64_t, 5>& off, std::int64_t i0, std::int64_t i1) {
                       kernels::QuantArgs a = base;
                       const std::int64_t block = off[4] / layout_.group;

@@ -36,12 +36,12 @@ class ReducePlan final : public Plan {
 
   std::string_view op() const override { return to_string(op_); }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
       const std::int64_t xs = bytes_of(descs_[0].dtype), ys = bytes_of(descs_[1].dtype);
       const auto& st = outputs_.inner_strides;
-      parallel_over(stream.context().pool(), outputs_.outer, outputs_.inner, tiling_.grain,
+      parallel_over(stream.pool(), outputs_.outer, outputs_.inner, tiling_.grain,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t j0, std::int64_t j1) {
                       // An empty axis reads nothing of x, whose data may then be null.
                       const char* x = length_ == 0 ? nullptr : byte_ptr(in[0]) + (off[0] + j0 * st[0]) * xs;

@@ -54,7 +54,7 @@ class ResizePlan final : public Plan {
 
   std::string_view op() const override { return "resize"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_x_to_y(op(), in, out, descs_));
     return stream.submit(op(), [&] {
       if (descs_[1].numel() == 0) return Status{};
@@ -63,7 +63,7 @@ class ResizePlan final : public Plan {
       args.cols = cols_.view();
       args.stream_y = tiling_.stream_output;
       const std::int64_t es = bytes_of(args.dtype);
-      parallel_over(stream.context().pool(), planes_, out_rows_, tiling_.rows_per_task,
+      parallel_over(stream.pool(), planes_, out_rows_, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::ResizeArgs a = args;
                       a.x = byte_ptr(in[0]) + off[0] * es;

@@ -21,7 +21,7 @@ class RopePlan final : public Plan {
 
   std::string_view op() const override { return "rope"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"x", "position_ids", "cos_cache", "sin_cache"}, kOut[] = {"y"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), 4), kIn));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + 4, 1), kOut));
@@ -41,7 +41,7 @@ class RopePlan final : public Plan {
       const float* sin = in[3].data_as<const float>();
       const kernels::RopeArgs args{x.dtype, y.dtype, attrs_.interleaved, x.shape[2], x.shape[3], 2 * half, nullptr,
                                    x.strides[2], x.strides[3], nullptr, y.strides[2], y.strides[3], nullptr, nullptr};
-      stream.context().pool().parallel_for(tokens_.numel(), tiling_.tokens_per_task, [&](std::int64_t t0, std::int64_t t1) {
+      stream.pool().parallel_for(tokens_.numel(), tiling_.tokens_per_task, [&](std::int64_t t0, std::int64_t t1) {
         for (std::int64_t t = t0; t < t1; ++t) {
           const auto off = tokens_.offsets(t);
           const std::int64_t p = tessera::detail::load_index(pos_data, pos.dtype, off[2]);

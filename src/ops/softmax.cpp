@@ -23,7 +23,7 @@ class SoftmaxPlan final : public Plan {
 
   std::string_view op() const override { return attrs_.log ? "log_softmax" : "softmax"; }
 
-  Status run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kIn[] = {"x", "mask"}, kOut[] = {"y"};
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs_, kIn));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&y_, 1), kOut));
@@ -38,7 +38,7 @@ class SoftmaxPlan final : public Plan {
                                       nullptr, row_strides_[1], col_strides_[1], nullptr, row_strides_[2],
                                       col_strides_[2], attrs_.scale, attrs_.causal, cols - rows, attrs_.log,
                                       tiling_.stream_output};
-      parallel_over(stream.context().pool(), outer_, rows, tiling_.rows_per_task,
+      parallel_over(stream.pool(), outer_, rows, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 3>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::SoftmaxArgs a = args;
                       a.x = byte_ptr(in[0]) + off[0] * bytes_of(x.dtype);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "runtime/log_format.hpp"
+#include "tessera/runtime/stream.hpp"
 
 namespace tessera {
 
@@ -24,8 +25,20 @@ hw::Isa isa_from_env(hw::Isa max) {
 Context::Context(const ContextOptions& options)
     : isa_(options.isa ? std::min(*options.isa, hw::info().max_isa) : isa_from_env(hw::info().max_isa)),
       pool_(options.threads),
-      plans_(options.plan_cache_capacity) {
+      plans_(options.plan_cache_capacity),
+      tuning_(options.tuning_file.empty() ? TuningStore::default_path() : options.tuning_file) {
   TESSERA_LOG_AT(LogLevel::info, "context: isa {}, {} threads", hw::to_string(isa_), pool_.threads());
+}
+
+Status Context::warmup(std::span<const std::function<Status(Stream&)>> problems) {
+  Stream stream(*this);
+  Status first;
+  for (const auto& problem : problems) {
+    first = problem(stream);
+    if (!first.ok()) break;
+  }
+  Status queued = stream.synchronize();
+  return first.ok() ? queued : first;
 }
 
 }  // namespace tessera

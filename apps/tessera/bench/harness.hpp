@@ -3,6 +3,7 @@
 // test looks like, one Context per thread count, deterministic inputs,
 // interleaved timing, and the STREAM-style bandwidth rows that are the
 // roofline of memory-bound cases.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -134,6 +135,9 @@ Result<std::vector<Row>> measure_stream(Context& ctx, std::string_view suite, st
 struct Roofline {
   double copy_gbps, triad_gbps, read_gbps;
 };
+// Bytes of each stream array: twice the L3 (at least 64 MiB), so every pass comes from DRAM.
+inline std::int64_t stream_array_bytes() { return 2 * std::max<std::int64_t>(hw::info().l3_bytes, 64 << 20); }
+
 // measure_stream, its rows printed as one table ("stream bandwidth | ..."), or
 // as JSON lines; returns the bandwidths, the roofline of the cold rows
 // measured on the same threads.

@@ -9,11 +9,14 @@
 // that the tensors match the plan's descs and do not overlap where that is not
 // allowed. Each op also has a one-shot function that plans through the
 // context's plan cache.
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/tensor.hpp"
 #include "tessera/runtime/plan_cache.hpp"
@@ -21,7 +24,14 @@
 
 namespace tessera::ops {
 
-class Plan : public CachedPlan {
+// A tiling parameter of a plan's kernel row (Plan::tuning_params()).
+struct TuningParam {
+  std::string_view name;                 // e.g. "m_block"
+  std::int64_t value;                    // what the plan uses
+  std::vector<std::int64_t> candidates;  // what the tuner may try, ascending; value is among them
+};
+
+class Plan : public CachedPlan, public std::enable_shared_from_this<Plan> {
  public:
   virtual std::string_view op() const = 0;
   // The kernel row plan() chose, e.g. "norm_avx512".
@@ -32,15 +42,38 @@ class Plan : public CachedPlan {
   std::int64_t bytes_moved() const { return bytes_; }
   std::int64_t flops() const { return flops_; }
 
-  virtual Status run(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-                     void* workspace = nullptr) const = 0;
+  // The key `tessera tune` stores this plan's tiling under ("": not
+  // tunable; see TuningStore), and its tiling parameters with the values
+  // this plan uses and those the tuner may try, each valid for the plan's
+  // kernel row. An override is stored as their values, in this order.
+  virtual std::string tuning_key() const { return {}; }
+  virtual std::vector<TuningParam> tuning_params() const { return {}; }
+
+  // Runs the plan on `stream` (see stream.hpp for when it returns and how
+  // errors surface). The plan must be owned by a PlanPtr.
+  Status run(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+             void* workspace = nullptr) const {
+    return launch(stream, inputs, outputs, workspace, nullptr, {});
+  }
   Status run(Stream& stream, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> outputs,
              void* workspace = nullptr) const {
     return run(stream, std::span(inputs.begin(), inputs.size()), std::span(outputs.begin(), outputs.size()), workspace);
   }
 
+  // run() with the workspace in a pool block that the stream holds until the
+  // op has run, and the time the caller began (plan lookup included) for the
+  // profiler's host time; the one-shot functions' path.
+  Status launch(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs, void* workspace,
+                std::shared_ptr<MemoryPool::Block> workspace_block, std::chrono::steady_clock::time_point host_start) const;
+
  protected:
   Plan(std::string_view kernel, std::int64_t bytes, std::int64_t flops) : kernel_(kernel), bytes_(bytes), flops_(flops) {}
+
+  // The op's run-time checks and its work, on the thread that executes the
+  // stream's ops; the work goes through stream.submit(op(), ...) and splits
+  // over stream.pool().
+  virtual Status do_run(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                        void* workspace) const = 0;
 
  private:
   std::string_view kernel_;

@@ -1,0 +1,73 @@
+#include "tessera/ops/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "tessera/runtime/profiler.hpp"
+
+namespace tessera::ops {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+OpRecord record_of(const Plan& plan, const Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out) {
+  OpRecord r;
+  r.op = plan.op();
+  r.kernel = plan.kernel();
+  r.dtype = !in.empty() ? in[0].dtype() : !out.empty() ? out[0].dtype() : DType::f32;
+  const std::size_t from_inputs = std::min<std::size_t>(in.size(), out.empty() ? OpRecord::kMaxShapes : OpRecord::kMaxShapes - 1);
+  for (std::size_t i = 0; i < from_inputs; ++i) r.shapes[r.shape_count++] = in[i].shape();
+  if (!out.empty()) r.shapes[r.shape_count++] = out[0].shape();
+  r.stream = stream.id();
+  r.bytes = plan.bytes_moved();
+  r.flops = plan.flops();
+  return r;
+}
+
+}  // namespace
+
+Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace,
+                    std::shared_ptr<MemoryPool::Block> workspace_block, Clock::time_point host_start) const {
+  Profiler& profiler = stream.context().profiler();
+  const bool profiling = profiler.enabled();
+  if (!profiling && stream.runs_here()) return do_run(stream, in, out, workspace);
+
+  std::shared_ptr<const Plan> self = weak_from_this().lock();
+  if (!self) return Status::invalid_argument(fmt::format("{}: run: the plan must be owned by a PlanPtr", op()));
+  OpRecord record;
+  if (profiling) {
+    if (host_start == Clock::time_point{}) host_start = Clock::now();
+    record = record_of(*this, stream, in, out);
+    record.threads = stream.pool().threads();
+    record.host_begin_ns = profiler.since_start(host_start);
+  }
+  if (stream.runs_here()) {
+    const Clock::time_point begin = Clock::now();
+    const Status s = do_run(stream, in, out, workspace);
+    record.host_end_ns = record.run_begin_ns = profiler.since_start(begin);
+    record.run_end_ns = profiler.since_start(Clock::now());
+    profiler.add(record);
+    return s;
+  }
+  // Queued: the task owns copies of the tensors (sharing their storage), the
+  // plan and the workspace block; the record is completed on the worker, so
+  // the host's share ends here, as the op is handed over.
+  if (profiling) record.host_end_ns = profiler.since_start(Clock::now());
+  auto task = [self = std::move(self), &stream, in = std::vector<Tensor>(in.begin(), in.end()),
+               out = std::vector<Tensor>(out.begin(), out.end()), workspace, block = std::move(workspace_block),
+               profiling, record]() mutable {
+    if (!profiling) return self->do_run(stream, in, out, workspace);
+    Profiler& p = stream.context().profiler();
+    record.run_begin_ns = p.since_start(Clock::now());
+    const Status s = self->do_run(stream, in, out, workspace);
+    record.run_end_ns = p.since_start(Clock::now());
+    p.add(record);
+    return s;
+  };
+  return stream.enqueue(op(), std::move(task));
+}
+
+}  // namespace tessera::ops
