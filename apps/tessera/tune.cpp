@@ -336,15 +336,14 @@ void tune_shape(Context& ctx, const TuneOptions& opt, GemmType type, std::int64_
     }
   }
 
+  // The winner is stored even when it is the default: the key then records
+  // that this shape was tuned, and a later default change does not move it.
+  const bool best_wins = best != gemm.default_setting() && speedup >= 1.0;
+  const Setting chosen = best_wins ? best : gemm.default_setting();
   TuningStore store;
-  if (best != gemm.default_setting() && speedup >= 1.0) {
-    store.set(gemm.key(), best);
-    fmt::print("stored {} under {}\n", describe(gemm.params(), best), gemm.key());
-  } else {
-    store.erase(gemm.key());
-    fmt::print("the default is at least as fast: nothing stored{}\n",
-               gemm.stored() ? " (the earlier setting is removed)" : "");
-  }
+  store.set(gemm.key(), chosen);
+  fmt::print("stored {}{} under {}\n", describe(gemm.params(), chosen), best_wins ? "" : " (the default: at least as fast)",
+             gemm.key());
   if (Status saved = store.save(); !saved.ok()) fail(saved);
   fmt::print("tuning file: {}\n", store.path());
 

@@ -108,6 +108,9 @@ class GemmPlan final : public Plan {
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
     std::int64_t bytes = 0;
     std::string tuning_key;  // "": the row has no tiling to tune
+    // LinearOptions::dynamic_rows: a and c (and the residual) are 2-D and
+    // may come with fewer rows than g.m; the bytes and FLOPs stay g.m's.
+    bool dynamic_rows = false;
   };
 
   explicit GemmPlan(Spec s)
@@ -141,15 +144,26 @@ class GemmPlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kOut[] = {"c"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.c, 1), kOut));
     const std::size_t n_in = in.size(), residual = s_.epilogue.residual ? n_in - 1 : n_in;
+    Geometry g = s_.g;
+    std::vector<TensorDesc> inputs = s_.inputs;
+    TensorDesc c = s_.c;
+    if (s_.dynamic_rows && !in.empty()) {  // the rows a brings, up to the planned M
+      g.m = in[0].rank() == 2 ? in[0].dim(0) : -1;
+      if (g.m < 0 || g.m > s_.g.m)
+        return Status::invalid_argument(fmt::format("{}: a: shape {}: a dynamic-rows plan takes [M <= {}, {}]", op(),
+                                                    in[0].shape().to_string(), s_.g.m, s_.g.k));
+      inputs[0].shape[0] = c.shape[0] = g.m;
+      if (s_.epilogue.residual) inputs.back().shape[0] = g.m;
+    }
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs, s_.names));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&c, 1), kOut));
     for (std::size_t i = 0; i < n_in; ++i)
       TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[i], s_.names[i], i == residual));
     if (workspace_bytes() > 0 && workspace == nullptr)
       return Status::invalid_argument(fmt::format("{}: workspace: {} bytes required (workspace_bytes()), got none", op(), workspace_bytes()));
-    return stream.submit(op(), [this, &stream, in, out, workspace] {
-      execute(stream.pool(), in, out[0], workspace);
+    return stream.submit(op(), [&] {
+      execute(stream.pool(), g, in, out[0], workspace);
       return Status{};
     });
   }
@@ -161,11 +175,13 @@ class GemmPlan final : public Plan {
   std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64); }
 
   // Every row of every matrix of the batch, once, split over the pool.
-  void quantize_a(ThreadPool& pool, const kernels::MatmulArgs& args, const char* a, std::int8_t* q, float* scales) const {
-    const Geometry& g = s_.g;
+  // The workspace is laid out for the planned M (s_.g); `g` holds the rows of this run.
+  void quantize_a(ThreadPool& pool, const Geometry& g, const kernels::MatmulArgs& args, const char* a, std::int8_t* q,
+                  float* scales) const {
     const std::int64_t rows = q_rows(), ldq = q_stride();
+    const std::int64_t tile_rows = kernels::round_up(g.m, 16);  // what the kernel reads
     for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)  // rows past M: zero (quantize_a zeroes past K)
-      std::memset(q + (matrix * rows + g.m) * ldq, 0, std::size_t((rows - g.m) * ldq));
+      std::memset(q + (matrix * rows + g.m) * ldq, 0, std::size_t((tile_rows - g.m) * ldq));
     const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(g.k, 1));
     pool.parallel_for(g.batch.numel() * g.m, grain, [&](std::int64_t b, std::int64_t e) {
       while (b < e) {
@@ -179,8 +195,7 @@ class GemmPlan final : public Plan {
     });
   }
 
-  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& c, void* workspace) const {
-    const Geometry& g = s_.g;
+  void execute(ThreadPool& pool, const Geometry& g, std::span<const Tensor> in, const Tensor& c, void* workspace) const {
     const TensorDesc& a = s_.inputs[0];
     const bool has_b = !s_.weights;
     std::size_t next = has_b ? 2 : 1;
@@ -199,7 +214,7 @@ class GemmPlan final : public Plan {
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
     auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;  // a caller may pass workspace unasked
     auto* q_scales = q ? reinterpret_cast<float*>(q + q_values_bytes()) : nullptr;
-    if (s_.quantize_a) quantize_a(pool, args, byte_ptr(in[0]), q, q_scales);
+    if (s_.quantize_a) quantize_a(pool, g, args, byte_ptr(in[0]), q, q_scales);
     args.a_q_stride = q_stride();
     const kernels::MatmulTiling& t = s_.tiling;
     const std::int64_t mb = (g.m + t.m_block - 1) / t.m_block, nb = (g.n + t.n_block - 1) / t.n_block;
@@ -373,12 +388,17 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
 namespace {
 // The one-shot forms: the epilogue's descs, its tensors appended to the
 // inputs, and its part of the plan key.
-Epilogue add_epilogue(const EpilogueTensors& e, std::vector<Tensor>& in, PlanKey& key) {
+// `planned_rows` >= 0: the residual is planned with that many rows (a dynamic-rows plan).
+Epilogue add_epilogue(const EpilogueTensors& e, std::vector<Tensor>& in, PlanKey& key, std::int64_t planned_rows = -1) {
   Epilogue ep{e.scale, e.activation, {}, {}};
   key.add(e.scale).add(std::int64_t(e.activation));
   if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias), key.add(*ep.bias);
   key.add(std::int64_t(-1));  // separates the optional descs
-  if (e.residual.defined()) ep.residual = e.residual.desc(), in.push_back(e.residual), key.add(*ep.residual);
+  if (e.residual.defined()) {
+    ep.residual = e.residual.desc();
+    if (planned_rows >= 0) ep.residual->shape[0] = planned_rows;
+    in.push_back(e.residual), key.add(*ep.residual);
+  }
   return ep;
 }
 }  // namespace
@@ -412,8 +432,11 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   expected[expected.rank() - 1] = n;
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));
   TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
+  if (options.dynamic_rows && (a.rank() != 2 || (epilogue.residual && epilogue.residual->rank() != 2)))
+    return Status::invalid_argument(fmt::format("options.dynamic_rows: a ({}) and the residual must be 2-D [M, K]", a.shape.to_string()));
 
   GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
+  spec.dynamic_rows = options.dynamic_rows;
   if (options.quantize_activations)
     spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows : kernels::ref::w8a8_quantize_rows;
   add_epilogue_inputs(spec);
@@ -437,14 +460,25 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
 
 Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c, const EpilogueTensors& e,
               const LinearOptions& options) {
+  Context& ctx = stream.context();
+  // Dynamic shapes: 2-D activations are planned for their bucket of rows
+  // (Context::token_bucket), so every token count of a bucket shares a plan.
+  LinearOptions opt = options;
+  TensorDesc a_desc = a.desc(), c_desc = c.desc();
+  std::int64_t planned_rows = -1;
+  const bool two_d = a.rank() == 2 && c.rank() == 2 && (!e.residual.defined() || e.residual.rank() == 2);
+  if (const std::int64_t bucket = two_d ? ctx.token_bucket(a.dim(0)) : 0; bucket > 0) {
+    planned_rows = a_desc.shape[0] = c_desc.shape[0] = bucket;
+    opt.dynamic_rows = true;
+  }
   std::vector<Tensor> in = {a};
-  PlanKey key("linear", stream.context().isa());
+  PlanKey key("linear", ctx.isa());
   // The weights by identity: the plan holds them, so the address stays theirs while the entry lives.
-  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(std::int64_t(options.quantize_activations));
-  key.add(a.desc()).add(c.desc());
-  const Epilogue ep = add_epilogue(e, in, key);
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(std::int64_t(opt.quantize_activations));
+  key.add(std::int64_t(opt.dynamic_rows)).add(a_desc).add(c_desc);
+  const Epilogue ep = add_epilogue(e, in, key, planned_rows);
   const Tensor out[] = {c};
-  return run_cached(stream, key, [&] { return Linear::plan(stream.context(), a.desc(), w, c.desc(), ep, options); }, in, out);
+  return run_cached(stream, key, [&] { return Linear::plan(ctx, a_desc, w, c_desc, ep, opt); }, in, out);
 }
 
 }  // namespace tessera::ops

@@ -1,5 +1,7 @@
 #include "tessera/runtime/context.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 
 #include "runtime/log_format.hpp"
@@ -24,10 +26,17 @@ hw::Isa isa_from_env(hw::Isa max) {
 
 Context::Context(const ContextOptions& options)
     : isa_(options.isa ? std::min(*options.isa, hw::info().max_isa) : isa_from_env(hw::info().max_isa)),
+      token_bucket_(std::max<std::int64_t>(options.token_bucket, 0)),
       pool_(options.threads),
       plans_(options.plan_cache_capacity),
       tuning_(options.tuning_file.empty() ? TuningStore::default_path() : options.tuning_file) {
   TESSERA_LOG_AT(LogLevel::info, "context: isa {}, {} threads", hw::to_string(isa_), pool_.threads());
+}
+
+std::int64_t Context::token_bucket(std::int64_t tokens) const {
+  if (token_bucket_ == 0 || tokens <= 0) return 0;
+  if (tokens >= token_bucket_) return (tokens + token_bucket_ - 1) / token_bucket_ * token_bucket_;
+  return std::min(std::bit_ceil(std::uint64_t(tokens)), std::uint64_t(token_bucket_));
 }
 
 Status Context::warmup(std::span<const std::function<Status(Stream&)>> problems) {

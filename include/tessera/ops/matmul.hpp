@@ -99,6 +99,10 @@ struct LinearOptions {
   // int8 weights only: quantize each row of A to int8 on the fly (symmetric,
   // scale = max|a| / 127, per token) and multiply int8 x int8 (W8A8).
   bool quantize_activations = false;
+  // A plan for a dynamic number of rows: a, c and the residual are 2-D
+  // [M, .] and run() takes any M' <= M rows (bytes and FLOPs stay M's). The
+  // one-shot linear() makes such plans when Context::token_bucket is on.
+  bool dynamic_rows = false;
 };
 
 struct Linear {

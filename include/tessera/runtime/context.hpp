@@ -22,6 +22,11 @@ struct ContextOptions {
   int threads = 0;                  // 0: one per core
   std::optional<hw::Isa> isa;       // unset: TESSERA_ISA, else the machine's best
   std::size_t plan_cache_capacity = 1024;
+  // Dynamic shapes: one-shot linear() on 2-D activations [tokens, K] plans
+  // for the token count's bucket — the next power of two up to this, then
+  // the next multiple of it — so every count of a bucket shares one plan.
+  // 0: a plan per count.
+  std::int64_t token_bucket = 0;
   std::string tuning_file;          // "": TuningStore::default_path()
 };
 
@@ -38,6 +43,9 @@ class Context {
   MemoryPool& memory() { return memory_; }
   PlanCache& plans() { return plans_; }
   Profiler& profiler() { return profiler_; }
+  // The rows a plan for `tokens` rows covers (ContextOptions::token_bucket);
+  // 0 when bucketing is off, and for 0 tokens.
+  std::int64_t token_bucket(std::int64_t tokens) const;
   // The tiling overrides of `tessera tune`, loaded when the context is made;
   // plans made after a change use it (plans already cached keep theirs).
   TuningStore& tuning() { return tuning_; }
@@ -51,6 +59,7 @@ class Context {
 
  private:
   hw::Isa isa_;
+  std::int64_t token_bucket_;
   ThreadPool pool_;
   MemoryPool memory_;
   PlanCache plans_;
