@@ -6,6 +6,7 @@ namespace tessera::app {
 
 void add_info_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
+void add_profile_command(CLI::App& app);    // the demo's workloads under the profiler
 void add_bench_command(CLI::App& app);  // `bench`, with each suite below as its subcommand
 void add_calibrate_command(CLI::App& app);  // measure and cache this machine's roofline
 void add_verify_command(CLI::App& app);     // every kernel row against the scalar reference

@@ -10,28 +10,19 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "demo.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera::app {
 
-namespace {
-
-struct DemoOptions {
-  std::int64_t tokens = 128;
-  int iters = 5;
-  int threads = 0;
-  std::string weights = "f32";  // how the projection weights are packed: f32, bf16, int8 (W8A8), int4
-  int decode_steps = 16;
-};
-
-constexpr std::int64_t kHidden = 2048, kHeads = 16, kHeadDim = 128, kFfn = 5632, kVocab = 4096;
-
 // Deterministic weights: uniform in [-scale, scale] from a counter hash.
-void fill(const Tensor& t, std::uint64_t seed, float scale) {
+Tensor demo_weight(Shape shape, std::uint64_t seed, float scale) {
+  Tensor t = must(Tensor::empty(DType::f32, shape));
   float* p = t.data_as<float>();
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     std::uint64_t z = (seed << 40) + std::uint64_t(i) + 0x9e3779b97f4a7c15ull;
@@ -40,14 +31,22 @@ void fill(const Tensor& t, std::uint64_t seed, float scale) {
     z ^= z >> 31;
     p[i] = scale * (float(z >> 40) * 0x1p-23f - 1.0f);
   }
+  return t;
 }
 
-// The demo's inputs are valid by construction: a failure is a bug, reported by main.
-template <class T>
-T must(Result<T> r) {
-  if (!r.ok()) throw std::runtime_error(r.status().to_string());
-  return std::move(r).value();
+ops::WeightsPtr demo_pack(const Tensor& w, const std::string& weights) {
+  if (weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
+  if (weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
+  if (weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
+  return must(ops::pack_weights(w, DType::f32));
 }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+namespace {
 
 struct Step {
   std::string name;
@@ -69,18 +68,7 @@ Step op_step(Context& ctx, std::string name, ops::PlanPtr plan, std::vector<Tens
   return s;
 }
 
-Tensor weight(Shape shape, std::uint64_t seed, float scale) {
-  Tensor t = must(Tensor::empty(DType::f32, shape));
-  fill(t, seed, scale);
-  return t;
-}
-
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double mean_abs(const Tensor& t) {
   double sum = 0;
@@ -113,24 +101,21 @@ void print_table(const std::vector<Step>& steps, const std::vector<double>& tota
   fmt::print("{:<20} {:<24} {:<18} {:>9.3f}\n", total_name, "", "", median(totals));
 }
 
-void run_demo(const DemoOptions& opt) {
+}  // namespace
+
+void run_demo(const DemoOptions& opt, DemoObserver* observer) {
   Context ctx({.threads = opt.threads});
   Stream stream(ctx);
   const std::int64_t T = opt.tokens, max_len = T + opt.decode_steps;
   const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
 
   // Weights; the projections packed (or quantized) once and shared by the prefill and decode plans.
-  Tensor embed = weight({kVocab, kHidden}, 1, 1.0f), g_attn = weight({kHidden}, 2, 1.0f), g_ffn = weight({kHidden}, 3, 1.0f);
-  auto pack = [&](const Tensor& w) -> ops::WeightsPtr {
-    if (opt.weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
-    if (opt.weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
-    if (opt.weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
-    return must(ops::pack_weights(w, DType::f32));
-  };
-  const ops::WeightsPtr wq = pack(weight({kHidden, kHidden}, 4, w_in)), wk = pack(weight({kHidden, kHidden}, 5, w_in));
-  const ops::WeightsPtr wv = pack(weight({kHidden, kHidden}, 6, w_in)), wo = pack(weight({kHidden, kHidden}, 7, w_in));
-  const ops::WeightsPtr w_gate = pack(weight({kHidden, kFfn}, 8, w_in)), w_up = pack(weight({kHidden, kFfn}, 9, w_in));
-  const ops::WeightsPtr w_down = pack(weight({kFfn, kHidden}, 10, w_ffn));
+  Tensor embed = demo_weight({kVocab, kHidden}, 1, 1.0f), g_attn = demo_weight({kHidden}, 2, 1.0f), g_ffn = demo_weight({kHidden}, 3, 1.0f);
+  auto pack = [&](const Tensor& w) { return demo_pack(w, opt.weights); };
+  const ops::WeightsPtr wq = pack(demo_weight({kHidden, kHidden}, 4, w_in)), wk = pack(demo_weight({kHidden, kHidden}, 5, w_in));
+  const ops::WeightsPtr wv = pack(demo_weight({kHidden, kHidden}, 6, w_in)), wo = pack(demo_weight({kHidden, kHidden}, 7, w_in));
+  const ops::WeightsPtr w_gate = pack(demo_weight({kHidden, kFfn}, 8, w_in)), w_up = pack(demo_weight({kHidden, kFfn}, 9, w_in));
+  const ops::WeightsPtr w_down = pack(demo_weight({kFfn, kHidden}, 10, w_ffn));
   auto [cos, sin] = [&] {
     auto r = ops::rope_cache(max_len, kHeadDim);
     if (!r.ok()) throw std::runtime_error(r.status().to_string());
@@ -189,17 +174,24 @@ void run_demo(const DemoOptions& opt) {
   });
   std::vector<double> totals;
   for (int it = -1; it < opt.iters; ++it) {  // iteration -1 warms caches and pages
+    if (it == 0 && observer) observer->timed_runs_begin(ctx);
     const double ms = run_steps(prefill, stream, it >= 0);
     if (it >= 0) totals.push_back(ms);
   }
+  const auto sum = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
   fmt::print("Llama-style decoder layer: hidden {}, {} heads x {}, SwiGLU {}, f32 activations, {} weights\n", kHidden,
              kHeads, kHeadDim, kFfn, opt.weights);
   fmt::print("isa {}, {} threads\n\nprefill of {} tokens, median of {} runs\n", hw::to_string(ctx.isa()),
              ctx.pool().threads(), T, opt.iters);
-  print_table(prefill, totals, "total (layer)");
-  fmt::print("mean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
-             mean_abs(y), opt.weights == "f32" ? "" : ", and to the weights' quantization");
-  if (opt.decode_steps == 0) return;
+  if (!observer) {
+    print_table(prefill, totals, "total (layer)");
+    fmt::print("mean |y| = {:.6f} (deterministic weights: the same on every machine and ISA, to rounding{})\n",
+               mean_abs(y), opt.weights == "f32" ? "" : ", and to the weights' quantization");
+  }
+  if (opt.decode_steps == 0) {
+    if (observer) observer->timed_runs_end(ctx, sum(totals));
+    return;
+  }
 
   // Decode: one token per step against a paged KV cache holding the prefill's keys and values.
   auto cache = must(ops::KvCache::create({.num_blocks = (max_len + 15) / 16, .block_size = 16, .kv_heads = kHeads,
@@ -222,12 +214,11 @@ void run_demo(const DemoOptions& opt) {
     pos1.data_as<std::int32_t>()[0] = std::int32_t(t);
     step_ms.push_back(run_steps(decode, stream, true));
   }
+  if (observer) return observer->timed_runs_end(ctx, sum(totals) + sum(step_ms));
   fmt::print("\ndecode: {} steps of one token (KV length {} to {}), median per step\n", opt.decode_steps, T + 1, max_len);
   print_table(decode, step_ms, "total (token)");
   fmt::print("{:.1f} tokens/s for this layer; mean |y| of the last token = {:.6f}\n", 1000.0 / median(step_ms), mean_abs(y1));
 }
-
-}  // namespace
 
 void add_demo_command(CLI::App& app) {
   static DemoOptions opt;
@@ -239,7 +230,9 @@ void add_demo_command(CLI::App& app) {
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--weights", opt.weights, "projection weights: f32, bf16, int8 (W8A8) or int4 (weight-only, groups of 128)")
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}));
-  cmd->callback([] { run_demo(opt); });
+  cmd->add_flag("--dynamic", opt.dynamic,
+                "dynamic shapes instead: first-call and cached-call latency over sequence lengths, cold and after warm-up");
+  cmd->callback([] { opt.dynamic ? run_dynamic_demo(opt) : run_demo(opt); });
 }
 
 }  // namespace tessera::app

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::app::add_info_command(app);
   tessera::app::add_demo_command(app);
+  tessera::app::add_profile_command(app);
   tessera::app::add_bench_command(app);
   tessera::app::add_calibrate_command(app);
   tessera::app::add_verify_command(app);

@@ -131,18 +131,23 @@ std::vector<OpSummary> Profiler::summarize(int top_n) const {
 std::string Profiler::table(int top_n) const {
   const std::vector<OpRecord> records = this->records();
   const std::vector<OpSummary> all = summarize();
-  std::string s = fmt::format("{:<16} {:<22} {:<5} {:<44} {:>6} {:>9} {:>6} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "op", "kernel",
-                              "dtype", "shapes", "calls", "total ms", "time%", "mean us", "GB/s", "GFLOP/s", "roofline%",
-                              "host us");
+  const std::size_t shown = top_n > 0 ? std::min(all.size(), std::size_t(top_n)) : all.size();
+  std::size_t op_w = 2, kernel_w = 6, shapes_w = 6;
+  for (std::size_t i = 0; i < shown; ++i)
+    op_w = std::max(op_w, all[i].op.size()), kernel_w = std::max(kernel_w, all[i].kernel.size()),
+    shapes_w = std::max(shapes_w, all[i].shapes.size());
+  std::string s = fmt::format("{:<{}} {:<{}} {:<5} {:<{}} {:>6} {:>9} {:>6} {:>9} {:>8} {:>9} {:>9} {:>8}\n", "op", op_w,
+                              "kernel", kernel_w, "dtype", "shapes", shapes_w, "calls", "total ms", "time%", "mean us",
+                              "GB/s", "GFLOP/s", "roofline%", "host us");
   double op_ms = 0;
   for (const OpSummary& o : all) op_ms += o.total_ms;
-  for (std::size_t i = 0; i < all.size() && (top_n <= 0 || i < std::size_t(top_n)); ++i) {
+  for (std::size_t i = 0; i < shown; ++i) {
     const OpSummary& o = all[i];
-    s += fmt::format("{:<16} {:<22} {:<5} {:<44} {:>6} {:>9.3f} {:>6.1f} {:>9.1f} {:>8.1f} {:>9.1f} {:>9} {:>8.2f}\n", o.op,
-                     o.kernel, o.dtype, o.shapes, o.calls, o.total_ms, o.time_pct, o.mean_us, o.gbps, o.gflops,
-                     o.roofline_pct ? fmt::format("{:.0f}", *o.roofline_pct) : "-", o.host_us);
+    s += fmt::format("{:<{}} {:<{}} {:<5} {:<{}} {:>6} {:>9.3f} {:>6.1f} {:>9.1f} {:>8.1f} {:>9.1f} {:>9} {:>8.2f}\n", o.op,
+                     op_w, o.kernel, kernel_w, o.dtype, o.shapes, shapes_w, o.calls, o.total_ms, o.time_pct, o.mean_us,
+                     o.gbps, o.gflops, o.roofline_pct ? fmt::format("{:.0f}", *o.roofline_pct) : "-", o.host_us);
   }
-  if (top_n > 0 && all.size() > std::size_t(top_n)) s += fmt::format("({} more op kinds not shown)\n", all.size() - std::size_t(top_n));
+  if (shown < all.size()) s += fmt::format("({} more op kinds not shown)\n", all.size() - shown);
   std::int64_t first = 0, last = 0;
   if (!records.empty()) {
     first = records.front().host_begin_ns, last = records.front().run_end_ns;

@@ -1,5 +1,6 @@
 // The profiler: records per op run, the table, CSV and the Chrome trace.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -111,6 +112,44 @@ TEST(ProfilerTest, CsvHasAHeaderAndALinePerRun) {
   EXPECT_EQ(lines, 4);
   std::remove(path.c_str());
   EXPECT_FALSE(ctx.profiler().write_csv("/nonexistent-dir/x.csv").ok());
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// The trace `tessera profile --trace FILE` wrote (CTest runs the command
+// first and passes the file in TESSERA_PROFILE_TRACE): op events on stream
+// tracks with positive durations, and op times that cover the profiled span
+// (from the first dispatch to the last op's end) to within 5 %.
+TEST(ProfileCommandTrace, HasOpsOnStreamTracksCoveringTheSpan) {
+  const char* path = std::getenv("TESSERA_PROFILE_TRACE");
+  if (path == nullptr) GTEST_SKIP() << "run by CTest after `tessera profile --trace`";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::set<int> named_tracks, op_tracks;
+  std::set<std::string> ops;
+  double op_us = 0, begin = 1e300, end = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") named_tracks.insert(e.at("tid").get<int>());
+    if (e.at("ph") != "X") continue;
+    const double ts = e.at("ts").get<double>(), dur = e.at("dur").get<double>();
+    EXPECT_GT(dur, 0.0);
+    begin = std::min(begin, ts), end = std::max(end, ts + dur);
+    if (e.at("cat") == "op") {
+      op_us += dur;
+      op_tracks.insert(e.at("tid").get<int>());
+      ops.insert(e.at("name").get<std::string>());
+    }
+  }
+  EXPECT_GE(ops.size(), 6u);  // the decoder layer: linear, attention, rms_norm, rope, mul, embedding, ...
+  EXPECT_TRUE(ops.count("linear") && ops.count("attention") && ops.count("rms_norm")) << trace.dump().substr(0, 500);
+  ASSERT_FALSE(op_tracks.empty());
+  for (int t : op_tracks) EXPECT_TRUE(named_tracks.count(t)) << t;
+  EXPECT_GE(op_us, 0.95 * (end - begin)) << op_us << " us of ops in a span of " << end - begin << " us";
 }
 
 }  // namespace
