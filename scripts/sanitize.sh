@@ -23,4 +23,4 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 
 configure build-tsan "-fsanitize=thread"
 TSAN_OPTIONS=halt_on_error=1 ./build-tsan/tests/tessera_tests --gtest_brief=1 \
-  --gtest_filter='ThreadPool*:PlanCache*:*Elementwise*:*Matmul*:*LinearTest.W8A8*:*LinearTest.Batched*:*NormTest.StridedViews*:*GroupNormTest.LargeSplitsOverThePool*:*LayoutTest.Permute4D*:*QuantizeTest.StridedAndThreadedLayouts*:*ReduceTest.MatchesReference*:*AttentionTest.DecodeShapes*:*AttentionTest.LargePrefill*:*PagedAttentionTest.LongSequence*'
+  --gtest_filter='ThreadPool*:PlanCache*:Stream*:Event*:Profiler*:DynamicShapes*:*Elementwise*:*Matmul*:*LinearTest.W8A8*:*LinearTest.Batched*:*NormTest.StridedViews*:*GroupNormTest.LargeSplitsOverThePool*:*LayoutTest.Permute4D*:*QuantizeTest.StridedAndThreadedLayouts*:*ReduceTest.MatchesReference*:*AttentionTest.DecodeShapes*:*AttentionTest.LargePrefill*:*PagedAttentionTest.LongSequence*'

@@ -9,6 +9,7 @@
 
 #include "kernels/matmul.hpp"
 #include "ops/common.hpp"
+#include "ops/epilogue.hpp"
 #include "runtime/log_format.hpp"
 #include "tessera/ops/elementwise.hpp"
 
@@ -240,26 +241,6 @@ class GemmPlan final : public Plan {
   kernels::PackedB packed_{};
 };
 
-Status check_epilogue(const Epilogue& e, std::int64_t n, const TensorDesc& c) {
-  if (!std::isfinite(e.scale)) return Status::invalid_argument(fmt::format("epilogue.scale: {} must be finite", e.scale));
-  if (e.activation > kLastActivation)
-    return Status::invalid_argument(fmt::format("epilogue.activation: unknown value {}", int(e.activation)));
-  if (e.bias) {
-    const TensorDesc& b = *e.bias;
-    TESSERA_RETURN_IF_ERROR(b.validate("bias"));
-    TESSERA_RETURN_IF_ERROR(check_float(b, "bias"));
-    TESSERA_RETURN_IF_ERROR(check_same_shape(b, "bias", Shape{n}, "[N] ="));
-    if (n > 1 && b.strides[0] != 1)
-      return Status::invalid_argument(fmt::format("bias: stride {} must be 1 (a contiguous [N] vector)", b.strides[0]));
-  }
-  if (e.residual) {
-    TESSERA_RETURN_IF_ERROR(e.residual->validate("residual"));
-    TESSERA_RETURN_IF_ERROR(check_float(*e.residual, "residual"));
-    TESSERA_RETURN_IF_ERROR(check_same_shape(*e.residual, "residual", c.shape, "c's shape"));
-  }
-  return {};
-}
-
 Status check_output(const TensorDesc& c, const Shape& expected) {
   TESSERA_RETURN_IF_ERROR(check_same_shape(c, "c", expected, "the expected output shape"));
   return check_writable(c, "c");
@@ -368,7 +349,7 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
   expected.push_back(m);
   expected.push_back(n);
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));
-  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
+  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c, "c"));
 
   GemmPlan::Spec spec{.op = "matmul", .inputs = {a, b}, .names = {"a", "b"}, .c = c, .epilogue = epilogue};
   add_epilogue_inputs(spec);
@@ -388,19 +369,6 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
 namespace {
 // The one-shot forms: the epilogue's descs, its tensors appended to the
 // inputs, and its part of the plan key.
-// `planned_rows` >= 0: the residual is planned with that many rows (a dynamic-rows plan).
-Epilogue add_epilogue(const EpilogueTensors& e, std::vector<Tensor>& in, PlanKey& key, std::int64_t planned_rows = -1) {
-  Epilogue ep{e.scale, e.activation, {}, {}};
-  key.add(e.scale).add(std::int64_t(e.activation));
-  if (e.bias.defined()) ep.bias = e.bias.desc(), in.push_back(e.bias), key.add(*ep.bias);
-  key.add(std::int64_t(-1));  // separates the optional descs
-  if (e.residual.defined()) {
-    ep.residual = e.residual.desc();
-    if (planned_rows >= 0) ep.residual->shape[0] = planned_rows;
-    in.push_back(e.residual), key.add(*ep.residual);
-  }
-  return ep;
-}
 }  // namespace
 
 Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& e) {
@@ -431,7 +399,7 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   Shape expected = a.shape;
   expected[expected.rank() - 1] = n;
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));
-  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c));
+  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c, "c"));
   if (options.dynamic_rows && (a.rank() != 2 || (epilogue.residual && epilogue.residual->rank() != 2)))
     return Status::invalid_argument(fmt::format("options.dynamic_rows: a ({}) and the residual must be 2-D [M, K]", a.shape.to_string()));
 

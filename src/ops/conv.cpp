@@ -1,0 +1,308 @@
+#include "tessera/ops/conv.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "kernels/im2col.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/scratch.hpp"
+#include "ops/common.hpp"
+#include "ops/epilogue.hpp"
+#include "tessera/ops/layout.hpp"
+
+namespace tessera::ops {
+
+using namespace detail;
+
+namespace {
+
+using Row = kernels::KernelRow<kernels::MatmulFamily>;
+
+// Elements between consecutive pixels of a [N, H, W, C] desc when its H and
+// W collapse into one run of pixels (H * W of them per sample); none otherwise.
+std::optional<std::int64_t> pixel_stride(const TensorDesc& d) {
+  const std::int64_t h = d.shape[1], w = d.shape[2], sh = d.strides[1], sw = d.strides[2];
+  if (h == 1) return sw;
+  if (w == 1) return sh;
+  if (sh == w * sw) return sw;
+  return std::nullopt;
+}
+
+// The channel stride a kernel may assume: 1, or anything over a single channel.
+bool unit_channels(const TensorDesc& d) { return d.shape[3] == 1 || d.strides[3] == 1; }
+
+class ConvPlan final : public Plan {
+ public:
+  struct Spec {
+    std::vector<TensorDesc> inputs;  // x, [bias], [residual]
+    std::vector<std::string_view> names;
+    TensorDesc y;
+    ConvWeightsPtr w;
+    Epilogue epilogue;
+    const Row* row;
+    kernels::MatmulTiling tiling;  // m_block: output pixels per task; n_block: columns per kernel call
+    std::int64_t n_chunk;          // output channels (of a group) per task
+    // x's pixels are the GEMM's A rows as they are (1x1, stride 1, no padding,
+    // no upsample, collapsible H x W): no patches to gather.
+    bool direct;
+    kernels::Im2colGeometry im2col;
+    std::int64_t k, ld;  // patch length and the gathered rows' stride (elements)
+    std::int64_t x_pixel, y_pixel, residual_pixel;  // element strides between pixels
+    std::int64_t bytes;
+  };
+
+  explicit ConvPlan(Spec s)
+      : Plan(s.row->name, s.bytes, 2 * s.y.numel() * s.k),  // K multiply-adds per output element
+        s_(std::move(s)) {
+    for (const WeightsPtr& w : s_.w->gemm_weights())
+      packed_.push_back({w->dtype(), w->k(), w->n(), w->values(), w->scales(), w->quant().scale_dtype, w->zeros(), w->group_size()});
+  }
+
+  std::string_view op() const override { return "conv2d"; }
+
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    static constexpr std::string_view kOut[] = {"y"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.y, 1), kOut));
+    const std::size_t residual = s_.epilogue.residual ? in.size() - 1 : in.size();
+    for (std::size_t i = 0; i < in.size(); ++i)  // y may be the residual's very view: each element is read, then written
+      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], s_.names[i], i == residual));
+    return stream.submit(op(), [&] {
+      execute(stream.pool(), in, out[0]);
+      return Status{};
+    });
+  }
+
+ private:
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const {
+    const TensorDesc& x = s_.inputs[0];
+    const ConvWeights& w = *s_.w;
+    const Tensor* bias = s_.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = s_.epilogue.residual ? &in.back() : nullptr;
+    const std::int64_t batch = x.shape[0], pixels = s_.y.shape[1] * s_.y.shape[2];
+    const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
+    const std::int64_t m_tiles = (pixels + s_.tiling.m_block - 1) / s_.tiling.m_block;
+    const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
+    const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(s_.y.dtype);
+
+    kernels::MatmulArgs base{};
+    base.a_dtype = x.dtype;
+    base.b_dtype = packed_[0].dtype;
+    base.c_dtype = s_.y.dtype;
+    base.k = s_.k;
+    base.a_col_stride = 1;
+    base.c_row_stride = s_.y_pixel, base.c_col_stride = 1;
+    base.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), nullptr,
+               bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, s_.residual_pixel, 1};
+
+    auto task = [&](std::int64_t t) {
+      const std::int64_t n = t / (m_tiles * n_parts), mt = t / n_parts % m_tiles, part = t % n_parts;
+      const std::int64_t p0 = mt * s_.tiling.m_block, rows = std::min(s_.tiling.m_block, pixels - p0);
+      const std::int64_t c0 = part * s_.n_chunk, c1 = std::min(cog, c0 + s_.n_chunk);
+      const char* x_n = byte_ptr(in[0]) + n * x.strides[0] * std::int64_t(xb);
+      void* patches = s_.direct ? nullptr : kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(rows * s_.ld) * xb);
+      for (std::int64_t g = 0; g < w.groups(); ++g) {
+        kernels::MatmulArgs a = base;
+        a.packed = &packed_[std::size_t(g)];
+        const char* x_ng = x_n + g * cig * std::int64_t(xb);
+        if (s_.direct) {
+          a.a = x_ng + p0 * s_.x_pixel * std::int64_t(xb);
+          a.a_row_stride = s_.x_pixel;
+        } else {
+          kernels::im2col_rows(s_.im2col, x_ng, p0, rows, patches, s_.ld);
+          a.a = patches;
+          a.a_row_stride = s_.ld;
+        }
+        const std::int64_t out_at = (n * s_.y.strides[0] + p0 * s_.y_pixel + g * cog);
+        a.c = const_cast<char*>(byte_ptr(y)) + out_at * std::int64_t(yb);
+        if (bias) a.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
+        if (res) {
+          const TensorDesc& r = res->desc();
+          a.ep.residual = byte_ptr(*res) + (n * r.strides[0] + p0 * s_.residual_pixel + g * cog * r.strides[3]) *
+                                               std::int64_t(bytes_of(r.dtype));
+        }
+        for (std::int64_t n0 = c0; n0 < c1; n0 += s_.tiling.n_block)
+          s_.row->run(a, s_.tiling, 0, rows, n0, std::min(c1, n0 + s_.tiling.n_block));
+      }
+    };
+    pool.run_tasks(batch * m_tiles * n_parts, task);
+  }
+
+  Spec s_;
+  std::vector<kernels::PackedB> packed_;
+};
+
+Status check_attrs(const ConvAttrs& a) {
+  for (int i = 0; i < 2; ++i) {
+    const char* dim = i == 0 ? "h" : "w";
+    if (a.stride[i] < 1) return Status::invalid_argument(fmt::format("attrs.stride: {} ({}) must be >= 1", a.stride[i], dim));
+    if (a.dilation[i] < 1)
+      return Status::invalid_argument(fmt::format("attrs.dilation: {} ({}) must be >= 1", a.dilation[i], dim));
+    if (a.padding[i] < 0) return Status::invalid_argument(fmt::format("attrs.padding: {} ({}) must be >= 0", a.padding[i], dim));
+  }
+  return {};
+}
+
+// The GEMM row and its tiling for a conv whose tasks are tiles of output
+// pixels: a tile's gathered patches (rows x K) should stay in L2 next to
+// the kernel's own panels, so long patches get fewer rows per tile.
+struct GemmChoice {
+  const Row* row;
+  kernels::MatmulTiling tiling;
+  std::int64_t n_chunk;
+};
+
+GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std::int64_t batch, std::int64_t pixels,
+                       std::int64_t k, bool direct) {
+  const std::int64_t cog = w.out_channels() / w.groups();
+  const kernels::MatmulProblem problem{x, w.dtype(), y, true, false, pixels, cog, k, 1, 1, 1, true};
+  GemmChoice c{kernels::select<kernels::MatmulFamily>(problem, ctx.isa()), {}, 0};
+  c.tiling = c.row->tiling(problem, ctx.hw());
+  const std::int64_t step = c.row->isa == hw::Isa::amx ? 16 : 14;  // the micro-tile's rows
+  if (!direct) {
+    const std::int64_t fit = ctx.hw().l2_bytes / 2 / std::max<std::int64_t>(1, k * std::int64_t(bytes_of(x)));
+    c.tiling.m_block = std::max(step, std::min(c.tiling.m_block, fit / step * step));
+  }
+  c.tiling.m_block = std::max<std::int64_t>(1, std::min(c.tiling.m_block, pixels));
+  // Output channels: whole (a tile's patches are gathered once for all of
+  // them) unless there are too few tiles to give each thread two tasks.
+  const std::int64_t m_tasks = batch * ((pixels + c.tiling.m_block - 1) / c.tiling.m_block);
+  const std::int64_t want = std::max<std::int64_t>(1, (2 * ctx.pool().threads() + m_tasks - 1) / m_tasks);
+  const std::int64_t parts = std::min(want, kernels::panels_of(cog));
+  c.n_chunk = kernels::round_up((cog + parts - 1) / parts, kernels::kPanelCols);
+  c.tiling.n_block = std::min<std::int64_t>(c.n_chunk, 1024);
+  return c;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------- weights
+
+Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, DType dtype) {
+  if (!w.defined()) return Status::invalid_argument("w: not defined");
+  TESSERA_RETURN_IF_ERROR(check_float(w.desc(), "w"));
+  if (w.rank() != 4)
+    return Status::invalid_argument(fmt::format("w: rank {} (shape {}), expected [Cout, Cin / groups, KH, KW]", w.rank(), w.shape().to_string()));
+  for (int i = 0; i < 4; ++i)
+    if (w.dim(i) < 1) return Status::invalid_argument(fmt::format("w: shape {} has a dim < 1", w.shape().to_string()));
+  if (groups < 1 || w.dim(0) % groups != 0)
+    return Status::invalid_argument(fmt::format("groups: {} must be >= 1 and divide Cout = {}", groups, w.dim(0)));
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    return Status::invalid_argument(fmt::format("dtype: {} cannot be packed for a conv, expected f32 or bf16", to_string(dtype)));
+  std::shared_ptr<ConvWeights> out(new ConvWeights());
+  out->cout_ = w.dim(0), out->cin_group_ = w.dim(1), out->kh_ = w.dim(2), out->kw_ = w.dim(3);
+  out->groups_ = groups, out->dtype_ = dtype;
+  const std::int64_t cog = out->cout_ / groups, k = out->kh_ * out->kw_ * out->cin_group_;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    // [Cog, Cig, KH, KW] -> [KH, KW, Cig, Cog] -> [K, Cog]: K in the order of a gathered patch.
+    TESSERA_ASSIGN_OR_RETURN(Tensor slice, w.slice(0, g * cog, (g + 1) * cog));
+    TESSERA_ASSIGN_OR_RETURN(Tensor taps, slice.permute({2, 3, 1, 0}));
+    TESSERA_ASSIGN_OR_RETURN(Tensor dense, taps.contiguous());
+    TESSERA_ASSIGN_OR_RETURN(Tensor kn, dense.reshape({k, cog}));
+    TESSERA_ASSIGN_OR_RETURN(WeightsPtr packed, pack_weights(kn, dtype));
+    out->gemm_.push_back(std::move(packed));
+  }
+  return ConvWeightsPtr(std::move(out));
+}
+
+std::int64_t ConvWeights::bytes() const {
+  std::int64_t b = 0;
+  for (const WeightsPtr& w : gemm_) b += w->bytes();
+  return b;
+}
+
+Result<Shape> conv2d_output_shape(const Shape& x, const ConvWeights& w, const ConvAttrs& attrs) {
+  TESSERA_RETURN_IF_ERROR(check_attrs(attrs));
+  if (x.rank() != 4) return Status::invalid_argument(fmt::format("x: rank {} (shape {}), expected [N, H, W, C]", x.rank(), x.to_string()));
+  const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
+  const std::int64_t k[2] = {w.kernel_h(), w.kernel_w()};
+  Shape y{x[0], 0, 0, w.out_channels()};
+  for (int i = 0; i < 2; ++i) {
+    const std::int64_t span = attrs.dilation[i] * (k[i] - 1) + 1, in = x[1 + i] * scale + 2 * attrs.padding[i];
+    if (in < span)
+      return Status::invalid_argument(fmt::format("x: {} {} (padded: {}) is smaller than the dilated kernel's {}",
+                                                  i == 0 ? "H" : "W", x[1 + i] * scale, in, span));
+    y[1 + i] = (in - span) / attrs.stride[i] + 1;
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------- plan
+
+Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w, const TensorDesc& y,
+                             const ConvAttrs& attrs, const Epilogue& epilogue) {
+  if (!w) return Status::invalid_argument("w: no weights (null ConvWeightsPtr)");
+  TESSERA_RETURN_IF_ERROR(x.validate("x"));
+  TESSERA_RETURN_IF_ERROR(y.validate("y"));
+  TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
+  TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 4, 4));
+  if (x.shape[3] != w->in_channels_per_group() * w->groups())
+    return Status::invalid_argument(fmt::format("x: {} channels (shape {}), the weights take {} groups of {} = {}", x.shape[3],
+                                                x.shape.to_string(), w->groups(), w->in_channels_per_group(),
+                                                w->groups() * w->in_channels_per_group()));
+  if (!unit_channels(x))
+    return Status::invalid_argument(fmt::format("x: channel stride {} must be 1 (NHWC; conv2d() converts other layouts)", x.strides[3]));
+  TESSERA_ASSIGN_OR_RETURN(const Shape expected, conv2d_output_shape(x.shape, *w, attrs));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", expected, "[N, OH, OW, Cout] ="));
+  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
+  const std::optional<std::int64_t> y_pixel = pixel_stride(y);
+  if (!unit_channels(y) || !y_pixel)
+    return Status::invalid_argument(fmt::format("y: strides {} must have channel stride 1 and W's stride times W as H's", y.strides.to_string()));
+  TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, w->out_channels(), y, "y"));
+  std::optional<std::int64_t> residual_pixel = 0;
+  if (epilogue.residual) {
+    residual_pixel = pixel_stride(*epilogue.residual);
+    if (!unit_channels(*epilogue.residual) || !residual_pixel)
+      return Status::invalid_argument(fmt::format("residual: strides {} must have channel stride 1 and W's stride times W as H's (or 0)",
+                                                  epilogue.residual->strides.to_string()));
+  }
+  if (y.numel() == 0) return Status::invalid_argument(fmt::format("x: shape {} gives an empty output", x.shape.to_string()));
+
+  ConvPlan::Spec spec{.inputs = {x}, .names = {"x"}, .y = y, .w = w, .epilogue = epilogue};
+  if (epilogue.bias) spec.inputs.push_back(*epilogue.bias), spec.names.push_back("bias");
+  if (epilogue.residual) spec.inputs.push_back(*epilogue.residual), spec.names.push_back("residual");
+  const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group();
+  spec.k = kh * kw * cig;
+  spec.ld = kernels::round_up(spec.k, 16);
+  const std::optional<std::int64_t> x_pixel = pixel_stride(x);
+  spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
+                attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();
+  spec.x_pixel = x_pixel.value_or(0), spec.y_pixel = *y_pixel, spec.residual_pixel = *residual_pixel;
+  const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
+  spec.im2col = {x.shape[1] * scale, x.shape[2] * scale, y.shape[2], kh, kw, attrs.stride[0], attrs.stride[1],
+                 attrs.padding[0], attrs.padding[1], attrs.dilation[0], attrs.dilation[1], cig, attrs.upsample_nearest2x,
+                 x.strides[1], x.strides[2], bytes_of(x.dtype)};
+  const GemmChoice gemm = choose_gemm(ctx, x.dtype, y.dtype, *w, x.shape[0], y.shape[1] * y.shape[2], spec.k, spec.direct);
+  spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
+  spec.bytes = saturating_add(traffic_bytes({x, y}), w->bytes());
+  if (epilogue.bias) spec.bytes = saturating_add(spec.bytes, traffic_bytes({*epilogue.bias}));
+  if (epilogue.residual) spec.bytes = saturating_add(spec.bytes, traffic_bytes({*epilogue.residual}));
+  return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));
+}
+
+// ----------------------------------------------------------------- one-shot
+
+Status conv2d(Stream& stream, const Tensor& x, const ConvWeightsPtr& w, const Tensor& y, const ConvAttrs& attrs,
+              const EpilogueTensors& e) {
+  // NCHW data (an NHWC view with channel stride != 1): one visible reorder
+  // into a channels-last copy, which the queued conv keeps alive.
+  Tensor nhwc = x;
+  if (x.defined() && x.rank() == 4 && !unit_channels(x.desc())) {
+    TESSERA_ASSIGN_OR_RETURN(nhwc, Tensor::empty(x.dtype(), x.shape()));
+    TESSERA_RETURN_IF_ERROR(reorder(stream, x, nhwc));
+  }
+  std::vector<Tensor> in = {nhwc};
+  PlanKey key("conv2d", stream.context().isa());
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get())));  // the plan holds the weights
+  for (int i = 0; i < 2; ++i) key.add(attrs.stride[i]).add(attrs.padding[i]).add(attrs.dilation[i]);
+  key.add(std::int64_t(attrs.upsample_nearest2x)).add(nhwc.desc()).add(y.desc());
+  const Epilogue ep = add_epilogue(e, in, key);
+  const Tensor out[] = {y};
+  return run_cached(stream, key, [&] { return Conv2d::plan(stream.context(), nhwc.desc(), w, y.desc(), attrs, ep); }, in, out);
+}
+
+}  // namespace tessera::ops
