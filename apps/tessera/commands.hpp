@@ -16,5 +16,6 @@ void add_tune_command(CLI::App& app);       // find the fastest tiling per shape
 void add_bench_gemm_command(CLI::App& bench);
 void add_bench_attention_command(CLI::App& bench);
 void add_bench_membound_command(CLI::App& bench);
+void add_bench_conv_command(CLI::App& bench);
 
 }  // namespace tessera::app

@@ -9,6 +9,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_gemm_command(*bench);
   add_bench_attention_command(*bench);
   add_bench_membound_command(*bench);
+  add_bench_conv_command(*bench);
 }
 
 }  // namespace tessera::app

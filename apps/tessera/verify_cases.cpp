@@ -545,6 +545,47 @@ void add_resize(std::vector<Case>& out) {
         }
 }
 
+// Conv2d NHWC: the implicit GEMM (f32 and bf16 rows), 1x1 direct, grouped,
+// depthwise and the fused x2 upsample, with the bias + SiLU epilogue.
+void add_conv(std::vector<Case>& out) {
+  struct Conv {
+    Size size;
+    std::int64_t n, h, w, c, cout, k, groups;
+    ops::ConvAttrs attrs;
+    const char* what;
+  };
+  const Conv kConvs[] = {
+      {Size::min, 1, 1, 1, 1, 1, 1, 1, {}, "1x1"},
+      {Size::odd, 2, 7, 9, 17, 33, 3, 1, {.stride = {2, 2}, .padding = {1, 1}}, "3x3 s2"},
+      {Size::odd, 1, 9, 7, 12, 20, 3, 4, {.padding = {2, 2}, .dilation = {2, 2}, .groups = 4}, "3x3 dil2 groups4"},
+      {Size::odd, 1, 11, 13, 19, 19, 3, 19, {.padding = {1, 1}, .groups = 19}, "3x3 depthwise"},
+      {Size::typical, 1, 16, 16, 64, 64, 3, 1, {.padding = {1, 1}}, "3x3"},
+      {Size::typical, 1, 8, 8, 64, 64, 3, 1, {.padding = {1, 1}, .upsample_nearest2x = true}, "up2 3x3"},
+      {Size::typical, 1, 32, 32, 64, 128, 1, 1, {}, "1x1"},
+      {Size::large, 1, 32, 32, 96, 96, 3, 96, {.padding = {1, 1}, .groups = 96}, "3x3 depthwise"},
+      {Size::large, 1, 32, 32, 64, 64, 3, 1, {.padding = {1, 1}}, "3x3"},
+  };
+  for (const auto& [x_dt, w_dt] : {std::pair{DType::f32, DType::f32}, std::pair{DType::bf16, DType::bf16}})
+    for (const Conv& cv : kConvs) {
+      const Shape x_shape{cv.n, cv.h, cv.w, cv.c};
+      out.push_back({"conv2d", str(x_dt), fmt::format("{} {} -> {} ch", x_shape.to_string(), cv.what, cv.cout), cv.size,
+                     [=]() -> Result<Problem> {
+                       TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(x_dt, x_shape, 29));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor w, random_tensor(DType::f32, {cv.cout, cv.c / cv.groups, cv.k, cv.k}, 30));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor bias, random_tensor(DType::f32, {cv.cout}, 31));
+                       TESSERA_ASSIGN_OR_RETURN(ops::ConvWeightsPtr packed, ops::ConvWeights::pack(w, cv.groups, w_dt));
+                       TESSERA_ASSIGN_OR_RETURN(Shape y_shape, ops::conv2d_output_shape(x_shape, *packed, cv.attrs));
+                       const TensorDesc y = desc(x_dt, y_shape);
+                       const ops::Epilogue ep{.activation = ops::Activation::silu, .bias = bias.desc()};
+                       // bf16 operands: the bf16 tolerance over the patch's sum (compare.hpp).
+                       const Tolerance tolerance = tolerance_for(x_dt, cv.k * cv.k * cv.c / cv.groups);
+                       return Problem{[=, xd = x.desc()](Context& ctx) { return ops::Conv2d::plan(ctx, xd, packed, y, cv.attrs, ep); },
+                                      {x, bias},
+                                      {{"y", y, tolerance}}};
+                     }});
+    }
+}
+
 void add_quantize(std::vector<Case>& out) {
   struct Granularity {
     Size size;
@@ -859,6 +900,7 @@ std::vector<Case> all_cases() {
   add_pad_gather_embedding(cases);
   add_rope(cases);
   add_resize(cases);
+  add_conv(cases);
   add_quantize(cases);
   return cases;
 }

@@ -7,6 +7,7 @@
 #include "tessera/core/tensor.hpp"
 #include "tessera/core/thread_pool.hpp"
 #include "tessera/ops/attention.hpp"
+#include "tessera/ops/conv.hpp"
 #include "tessera/ops/elementwise.hpp"
 #include "tessera/ops/embedding.hpp"
 #include "tessera/ops/group_norm.hpp"

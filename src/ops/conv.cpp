@@ -6,11 +6,13 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/depthwise_conv.hpp"
 #include "kernels/im2col.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
 #include "ops/common.hpp"
 #include "ops/epilogue.hpp"
+#include "tessera/ops/elementwise.hpp"
 #include "tessera/ops/layout.hpp"
 
 namespace tessera::ops {
@@ -135,6 +137,60 @@ class ConvPlan final : public Plan {
   std::vector<kernels::PackedB> packed_;
 };
 
+// Depthwise (groups == C == Cout): a direct kernel over channels, one task a
+// range of output rows (n, oh); no GEMM, no gathered patches.
+class DepthwiseConvPlan final : public Plan {
+ public:
+  struct Spec {
+    std::vector<TensorDesc> inputs;  // x, [bias], [residual]
+    std::vector<std::string_view> names;
+    TensorDesc y;
+    ConvWeightsPtr w;
+    ConvAttrs attrs;
+    Epilogue epilogue;
+    const kernels::KernelRow<kernels::DepthwiseFamily>* row;
+    kernels::RowTiling tiling;
+    std::int64_t bytes;
+  };
+
+  explicit DepthwiseConvPlan(Spec s)
+      : Plan(s.row->name, s.bytes, 2 * s.y.numel() * s.w->kernel_h() * s.w->kernel_w()), s_(std::move(s)) {}
+
+  std::string_view op() const override { return "conv2d"; }
+
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    static constexpr std::string_view kOut[] = {"y"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.y, 1), kOut));
+    const std::size_t residual = s_.epilogue.residual ? in.size() - 1 : in.size();
+    for (std::size_t i = 0; i < in.size(); ++i)
+      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], s_.names[i], i == residual));
+    return stream.submit(op(), [&] {
+      const TensorDesc &x = s_.inputs[0], &y = s_.y;
+      const ConvWeights& w = *s_.w;
+      const Tensor* bias = s_.epilogue.bias ? &in[1] : nullptr;
+      const Tensor* res = s_.epilogue.residual ? &in.back() : nullptr;
+      kernels::DepthwiseArgs a{x.dtype, y.dtype, x.shape[3], x.shape[1], x.shape[2], y.shape[1], y.shape[2],
+                               w.kernel_h(), w.kernel_w(), s_.attrs.stride[0], s_.attrs.stride[1], s_.attrs.padding[0],
+                               s_.attrs.padding[1], s_.attrs.dilation[0], s_.attrs.dilation[1], s_.attrs.upsample_nearest2x,
+                               in[0].data(), x.strides[0], x.strides[1], x.strides[2],
+                               w.depthwise_weights().data_as<float>(),
+                               out[0].data(), y.strides[0], y.strides[1], y.strides[2],
+                               {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation),
+                                bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::f32,
+                                res ? res->data() : nullptr, res ? res->dtype() : DType::f32,
+                                res ? res->strides()[2] : 0, 1},
+                               res ? res->strides()[0] : 0, res ? res->strides()[1] : 0, s_.tiling.stream_output};
+      stream.pool().parallel_for(y.shape[0] * y.shape[1], s_.tiling.rows_per_task,
+                                 [&](std::int64_t r0, std::int64_t r1) { s_.row->run(a, r0, r1); });
+      return Status{};
+    });
+  }
+
+ private:
+  Spec s_;
+};
+
 Status check_attrs(const ConvAttrs& a) {
   for (int i = 0; i < 2; ++i) {
     const char* dim = i == 0 ? "h" : "w";
@@ -196,6 +252,16 @@ Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, D
   out->cout_ = w.dim(0), out->cin_group_ = w.dim(1), out->kh_ = w.dim(2), out->kw_ = w.dim(3);
   out->groups_ = groups, out->dtype_ = dtype;
   const std::int64_t cog = out->cout_ / groups, k = out->kh_ * out->kw_ * out->cin_group_;
+  if (groups > 1 && out->cin_group_ == 1 && cog == 1) {  // depthwise: f32 [KH, KW, C] for the direct kernel
+    out->depthwise_ = true;
+    TESSERA_ASSIGN_OR_RETURN(Tensor taps, w.permute({2, 3, 1, 0}));  // [KH, KW, 1, C]
+    TESSERA_ASSIGN_OR_RETURN(out->depthwise_w_, Tensor::empty(DType::f32, {out->kh_, out->kw_, out->cout_}));
+    TESSERA_ASSIGN_OR_RETURN(Tensor dst, out->depthwise_w_.reshape({out->kh_, out->kw_, 1, out->cout_}));
+    Context ctx({.threads = 1, .isa = hw::Isa::scalar});
+    Stream stream(ctx);
+    TESSERA_RETURN_IF_ERROR(cast(stream, taps, dst));
+    return ConvWeightsPtr(std::move(out));
+  }
   for (std::int64_t g = 0; g < groups; ++g) {
     // [Cog, Cig, KH, KW] -> [KH, KW, Cig, Cog] -> [K, Cog]: K in the order of a gathered patch.
     TESSERA_ASSIGN_OR_RETURN(Tensor slice, w.slice(0, g * cog, (g + 1) * cog));
@@ -209,7 +275,7 @@ Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, D
 }
 
 std::int64_t ConvWeights::bytes() const {
-  std::int64_t b = 0;
+  std::int64_t b = depthwise_ ? depthwise_w_.numel() * 4 : 0;
   for (const WeightsPtr& w : gemm_) b += w->bytes();
   return b;
 }
@@ -217,6 +283,10 @@ std::int64_t ConvWeights::bytes() const {
 Result<Shape> conv2d_output_shape(const Shape& x, const ConvWeights& w, const ConvAttrs& attrs) {
   TESSERA_RETURN_IF_ERROR(check_attrs(attrs));
   if (x.rank() != 4) return Status::invalid_argument(fmt::format("x: rank {} (shape {}), expected [N, H, W, C]", x.rank(), x.to_string()));
+  if (x[3] != w.in_channels_per_group() * w.groups())
+    return Status::invalid_argument(fmt::format("x: {} channels (shape {}), the weights take {} groups of {} = {}", x[3],
+                                                x.to_string(), w.groups(), w.in_channels_per_group(),
+                                                w.groups() * w.in_channels_per_group()));
   const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
   const std::int64_t k[2] = {w.kernel_h(), w.kernel_w()};
   Shape y{x[0], 0, 0, w.out_channels()};
@@ -240,10 +310,8 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 4, 4));
-  if (x.shape[3] != w->in_channels_per_group() * w->groups())
-    return Status::invalid_argument(fmt::format("x: {} channels (shape {}), the weights take {} groups of {} = {}", x.shape[3],
-                                                x.shape.to_string(), w->groups(), w->in_channels_per_group(),
-                                                w->groups() * w->in_channels_per_group()));
+  if (attrs.groups != w->groups())
+    return Status::invalid_argument(fmt::format("attrs.groups: {} differs from the weights' {} groups", attrs.groups, w->groups()));
   if (!unit_channels(x))
     return Status::invalid_argument(fmt::format("x: channel stride {} must be 1 (NHWC; conv2d() converts other layouts)", x.strides[3]));
   TESSERA_ASSIGN_OR_RETURN(const Shape expected, conv2d_output_shape(x.shape, *w, attrs));
@@ -261,6 +329,22 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
                                                   epilogue.residual->strides.to_string()));
   }
   if (y.numel() == 0) return Status::invalid_argument(fmt::format("x: shape {} gives an empty output", x.shape.to_string()));
+  std::int64_t bytes = saturating_add(traffic_bytes({x, y}), w->bytes());
+  if (epilogue.bias) bytes = saturating_add(bytes, traffic_bytes({*epilogue.bias}));
+  if (epilogue.residual) bytes = saturating_add(bytes, traffic_bytes({*epilogue.residual}));
+
+  if (w->depthwise()) {
+    DepthwiseConvPlan::Spec spec{.inputs = {x}, .names = {"x"}, .y = y, .w = w, .attrs = attrs, .epilogue = epilogue};
+    if (epilogue.bias) spec.inputs.push_back(*epilogue.bias), spec.names.push_back("bias");
+    if (epilogue.residual) spec.inputs.push_back(*epilogue.residual), spec.names.push_back("residual");
+    const kernels::DepthwiseProblem problem{x.dtype, y.dtype, epilogue.bias ? epilogue.bias->dtype : DType::f32,
+                                            epilogue.residual ? epilogue.residual->dtype : DType::f32,
+                                            y.shape[0] * y.shape[1], y.shape[2], y.shape[3]};
+    spec.row = kernels::select<kernels::DepthwiseFamily>(problem, ctx.isa());
+    spec.tiling = spec.row->tiling(problem, ctx.hw());
+    spec.bytes = bytes;
+    return PlanPtr(std::make_shared<DepthwiseConvPlan>(std::move(spec)));
+  }
 
   ConvPlan::Spec spec{.inputs = {x}, .names = {"x"}, .y = y, .w = w, .epilogue = epilogue};
   if (epilogue.bias) spec.inputs.push_back(*epilogue.bias), spec.names.push_back("bias");
@@ -278,9 +362,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
                  x.strides[1], x.strides[2], bytes_of(x.dtype)};
   const GemmChoice gemm = choose_gemm(ctx, x.dtype, y.dtype, *w, x.shape[0], y.shape[1] * y.shape[2], spec.k, spec.direct);
   spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
-  spec.bytes = saturating_add(traffic_bytes({x, y}), w->bytes());
-  if (epilogue.bias) spec.bytes = saturating_add(spec.bytes, traffic_bytes({*epilogue.bias}));
-  if (epilogue.residual) spec.bytes = saturating_add(spec.bytes, traffic_bytes({*epilogue.residual}));
+  spec.bytes = bytes;
   return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));
 }
 
