@@ -17,5 +17,6 @@ void add_bench_gemm_command(CLI::App& bench);
 void add_bench_attention_command(CLI::App& bench);
 void add_bench_membound_command(CLI::App& bench);
 void add_bench_conv_command(CLI::App& bench);
+void add_bench_diffusion_command(CLI::App& bench);
 
 }  // namespace tessera::app

@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "demo.hpp"
+#include "demo_diffusion.hpp"
 #include "tessera/tessera.hpp"
 
 namespace tessera::app {
@@ -232,7 +233,12 @@ void add_demo_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}));
   cmd->add_flag("--dynamic", opt.dynamic,
                 "dynamic shapes instead: first-call and cached-call latency over sequence lengths, cold and after warm-up");
-  cmd->callback([] { opt.dynamic ? run_dynamic_demo(opt) : run_demo(opt); });
+  cmd->add_flag("--diffusion", opt.diffusion,
+                "a diffusion step instead: one SD 1.x UNet down + mid + up path at a 64x64 latent, fused and unfused, per-op times");
+  cmd->callback([] {
+    if (opt.diffusion) return run_diffusion_demo(opt);
+    opt.dynamic ? run_dynamic_demo(opt) : run_demo(opt);
+  });
 }
 
 }  // namespace tessera::app

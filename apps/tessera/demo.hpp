@@ -19,7 +19,8 @@ struct DemoOptions {
   int threads = 0;
   std::string weights = "f32";  // how the projection weights are packed: f32, bf16, int8 (W8A8), int4
   int decode_steps = 16;
-  bool dynamic = false;  // run_dynamic_demo instead
+  bool dynamic = false;    // run_dynamic_demo instead
+  bool diffusion = false;  // run_diffusion_demo instead
 };
 
 // What `tessera profile` sees of the demo: its context as the timed runs

@@ -10,6 +10,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_attention_command(*bench);
   add_bench_membound_command(*bench);
   add_bench_conv_command(*bench);
+  add_bench_diffusion_command(*bench);
 }
 
 }  // namespace tessera::app

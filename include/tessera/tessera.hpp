@@ -6,6 +6,7 @@
 #include "tessera/core/status.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/core/thread_pool.hpp"
+#include "tessera/models/diffusion.hpp"
 #include "tessera/ops/attention.hpp"
 #include "tessera/ops/conv.hpp"
 #include "tessera/ops/elementwise.hpp"
