@@ -1,7 +1,7 @@
 #pragma once
 // Input patches of a convolution as GEMM rows (im2col), one tile of output
-// pixels at a time, so the patches of a tile live only in an on-chip
-// buffer. Row r of a tile (output pixel p0 + r of one sample) holds, for
+// pixels at a time into a per-thread buffer, so the whole im2col matrix
+// (KH * KW times the input) never exists. Row r of a tile (output pixel p0 + r of one sample) holds, for
 // each kernel tap (kh, kw), the group's Cig channels of the input pixel the
 // tap reads — zeros where it falls in the padding: K = KH * KW * Cig
 // elements, in the order the conv weights are packed in.

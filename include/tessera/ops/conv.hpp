@@ -10,7 +10,7 @@
 //
 // Kernels: a 1x1 stride-1 conv is a GEMM over the pixels; the others are an
 // implicit GEMM: each task gathers a tile of output pixels' input patches
-// (im2col rows, KH * KW runs of Cig contiguous channels) into an on-chip
+// (im2col rows, KH * KW runs of Cig contiguous channels) into a per-thread
 // buffer and multiplies it by the weights, packed once for the GEMM rows
 // (f32 AVX-512 / AVX2, bf16 AMX), applying the epilogue to the tile in
 // registers. Depthwise convs have their own direct kernel over channels.
