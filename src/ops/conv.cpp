@@ -36,6 +36,20 @@ std::optional<std::int64_t> pixel_stride(const TensorDesc& d) {
 // The channel stride a kernel may assume: 1, or anything over a single channel.
 bool unit_channels(const TensorDesc& d) { return d.shape[3] == 1 || d.strides[3] == 1; }
 
+// The run()-time checks of both conv plans: the tensors are the plan's, and
+// y overlaps no input except that it may be the residual's very view (each
+// element is read, then written).
+Status check_run(std::span<const Tensor> in, std::span<const Tensor> out, std::span<const TensorDesc> inputs,
+                 std::span<const std::string_view> names, const TensorDesc& y, bool has_residual) {
+  static constexpr std::string_view kOut[] = {"y"};
+  TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", in, inputs, names));
+  TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", out, std::span(&y, 1), kOut));
+  const std::size_t residual = has_residual ? in.size() - 1 : in.size();
+  for (std::size_t i = 0; i < in.size(); ++i)
+    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], names[i], i == residual));
+  return {};
+}
+
 class ConvPlan final : public Plan {
  public:
   struct Spec {
@@ -66,12 +80,7 @@ class ConvPlan final : public Plan {
   std::string_view op() const override { return "conv2d"; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.y, 1), kOut));
-    const std::size_t residual = s_.epilogue.residual ? in.size() - 1 : in.size();
-    for (std::size_t i = 0; i < in.size(); ++i)  // y may be the residual's very view: each element is read, then written
-      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], s_.names[i], i == residual));
+    TESSERA_RETURN_IF_ERROR(check_run(in, out, s_.inputs, s_.names, s_.y, s_.epilogue.residual.has_value()));
     return stream.submit(op(), [&] {
       execute(stream.pool(), in, out[0]);
       return Status{};
@@ -159,12 +168,7 @@ class DepthwiseConvPlan final : public Plan {
   std::string_view op() const override { return "conv2d"; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kOut[] = {"y"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, s_.inputs, s_.names));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&s_.y, 1), kOut));
-    const std::size_t residual = s_.epilogue.residual ? in.size() - 1 : in.size();
-    for (std::size_t i = 0; i < in.size(); ++i)
-      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], s_.names[i], i == residual));
+    TESSERA_RETURN_IF_ERROR(check_run(in, out, s_.inputs, s_.names, s_.y, s_.epilogue.residual.has_value()));
     return stream.submit(op(), [&] {
       const TensorDesc &x = s_.inputs[0], &y = s_.y;
       const ConvWeights& w = *s_.w;

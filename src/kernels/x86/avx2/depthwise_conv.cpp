@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "kernels/depthwise_conv.hpp"
-#include "kernels/x86/avx2/activation.hpp"
+#include "kernels/x86/avx2/epilogue.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -24,14 +24,9 @@ struct OutputRow {
 void finish8(const DepthwiseArgs& a, const OutputRow& row, __m256 acc, std::int64_t ow, std::int64_t c,
              std::int64_t count) {
   const EpilogueArgs& e = a.ep;
-  __m256 v = _mm256_mul_ps(acc, _mm256_set1_ps(e.scale));
-  if (e.bias) v = _mm256_add_ps(v, load8_n(advance(e.bias, e.bias_dtype, c), e.bias_dtype, count));
-  v = activate8(v, e.act);
-  if (row.residual) {
-    const void* r = advance(row.residual, e.residual_dtype, ow * e.residual_row_stride + c);
-    v = _mm256_add_ps(v, load8_n(r, e.residual_dtype, count));
-  }
-  put8_n(advance(row.y, a.y_dtype, ow * a.y_w_stride + c), a.y_dtype, v, count, a.stream_y);
+  const void* residual = row.residual ? advance(row.residual, e.residual_dtype, ow * e.residual_row_stride + c) : nullptr;
+  put8_n(advance(row.y, a.y_dtype, ow * a.y_w_stride + c), a.y_dtype, epilogue_value8(e, acc, c, residual, count), count,
+         a.stream_y);
 }
 
 // Output pixels [ow, ow + P) of a row, every channel, over the taps row.kh x

@@ -8,17 +8,23 @@
 
 namespace tessera::kernels::avx2 {
 
-// C[m, n : n + count] (count <= 8) = epilogue(acc).
-static inline void epilogue8(const MatmulArgs& a, __m256 acc, std::int64_t m, std::int64_t n, std::int64_t count) {
-  const EpilogueArgs& e = a.ep;
+// The epilogue's value for outputs of columns [n, n + count) (count <= 8):
+// scale, bias, activation, then the residual at `residual` (null: none).
+// Shared by the GEMM kernel and the depthwise conv.
+static inline __m256 epilogue_value8(const EpilogueArgs& e, __m256 acc, std::int64_t n, const void* residual,
+                                     std::int64_t count) {
   __m256 v = _mm256_mul_ps(acc, _mm256_set1_ps(e.scale));
   if (e.bias) v = _mm256_add_ps(v, load8_n(advance(e.bias, e.bias_dtype, n), e.bias_dtype, count));
   v = activate8(v, e.act);
-  if (e.residual) {
-    const void* r = advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n);
-    v = _mm256_add_ps(v, load8_n(r, e.residual_dtype, count));
-  }
-  store8_n(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, v, count);
+  if (residual) v = _mm256_add_ps(v, load8_n(residual, e.residual_dtype, count));
+  return v;
+}
+
+// C[m, n : n + count] (count <= 8) = epilogue(acc).
+static inline void epilogue8(const MatmulArgs& a, __m256 acc, std::int64_t m, std::int64_t n, std::int64_t count) {
+  const EpilogueArgs& e = a.ep;
+  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n) : nullptr;
+  store8_n(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, epilogue_value8(e, acc, n, residual, count), count);
 }
 
 // Rows [m, m + rows) x columns [n, min(n + 32, n_end)) of C from an f32 tile with row stride `ld`.

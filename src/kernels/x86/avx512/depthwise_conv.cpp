@@ -1,5 +1,5 @@
 #include "kernels/depthwise_conv.hpp"
-#include "kernels/x86/avx512/activation.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
 
 namespace tessera::kernels::avx512 {
 
@@ -21,12 +21,8 @@ struct OutputRow {
 // y[n, oh, ow, c : c + 16] (masked) = epilogue(acc).
 void finish16(const DepthwiseArgs& a, const OutputRow& row, __m512 acc, std::int64_t ow, std::int64_t c, __mmask16 m) {
   const EpilogueArgs& e = a.ep;
-  __m512 v = _mm512_mul_ps(acc, _mm512_set1_ps(e.scale));
-  if (e.bias) v = _mm512_add_ps(v, load16(advance(e.bias, e.bias_dtype, c), e.bias_dtype, m));
-  v = activate16(v, e.act);
-  if (row.residual)
-    v = _mm512_add_ps(v, load16(advance(row.residual, e.residual_dtype, ow * e.residual_row_stride + c), e.residual_dtype, m));
-  put16(advance(row.y, a.y_dtype, ow * a.y_w_stride + c), a.y_dtype, v, m, a.stream_y);
+  const void* residual = row.residual ? advance(row.residual, e.residual_dtype, ow * e.residual_row_stride + c) : nullptr;
+  put16(advance(row.y, a.y_dtype, ow * a.y_w_stride + c), a.y_dtype, epilogue_value16(e, acc, c, residual, m), m, a.stream_y);
 }
 
 // Output pixels [ow, ow + P) of a row, every channel, over the taps row.kh x

@@ -1,21 +1,29 @@
 #pragma once
 // The matmul epilogue on 16 outputs while they are in a register: scale,
 // bias, activation, residual, rounding to C's dtype. Shared by the AVX-512
-// and AMX matmul kernels (static: see vec.hpp).
+// and AMX matmul kernels and the AVX-512 depthwise conv (static: see vec.hpp).
 #include "kernels/matmul.hpp"
 #include "kernels/x86/avx512/activation.hpp"
 
 namespace tessera::kernels::avx512 {
 
-// C[m, n : n+16] (masked) = epilogue(acc).
-static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, std::int64_t n, __mmask16 mask) {
-  const EpilogueArgs& e = a.ep;
+// The epilogue's value for 16 outputs of columns [n, n + 16) (masked):
+// scale, bias, activation, then the residual at `residual` (null: none).
+// Shared by the GEMM kernels and the depthwise conv.
+static inline __m512 epilogue_value16(const EpilogueArgs& e, __m512 acc, std::int64_t n, const void* residual,
+                                      __mmask16 mask) {
   __m512 v = _mm512_mul_ps(acc, _mm512_set1_ps(e.scale));
   if (e.bias) v = _mm512_add_ps(v, load16(advance(e.bias, e.bias_dtype, n), e.bias_dtype, mask));
   v = activate16(v, e.act);
-  if (e.residual)
-    v = _mm512_add_ps(v, load16(advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n), e.residual_dtype, mask));
-  store16(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, v, mask);
+  if (residual) v = _mm512_add_ps(v, load16(residual, e.residual_dtype, mask));
+  return v;
+}
+
+// C[m, n : n+16] (masked) = epilogue(acc).
+static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, std::int64_t n, __mmask16 mask) {
+  const EpilogueArgs& e = a.ep;
+  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n) : nullptr;
+  store16(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, epilogue_value16(e, acc, n, residual, mask), mask);
 }
 
 // Asks for the lines the epilogue of rows [m, m + rows) x columns [n, n + 32)
