@@ -66,6 +66,26 @@ static inline TapRange depthwise_interior(std::int64_t out, std::int64_t stride,
   return {lo, std::max(lo, hi)};
 }
 
+// Output row r = (n, oh) of a task: what its pixels read and write. The
+// SIMD rows build one per row and walk its pixels.
+struct DepthwiseOutputRow {
+  const char* x;         // image n of x
+  std::int64_t ih0;      // tap 0's input row, in the (upsampled) image
+  TapRange kh;           // the taps whose input row lies inside the image
+  void* y;               // the row's pixel 0
+  const void* residual;  // the residual row's pixel 0; null when absent
+};
+
+// `height`: x's rows as the conv reads them (doubled when upsampled).
+static inline DepthwiseOutputRow depthwise_output_row(const DepthwiseArgs& a, std::int64_t r, std::int64_t height) {
+  const std::int64_t n = r / a.out_height, oh = r % a.out_height;
+  const auto at = [](const void* p, DType t, std::int64_t i) { return static_cast<const char*>(p) + i * bytes_of(t); };
+  return {at(a.x, a.x_dtype, n * a.x_n_stride), oh * a.stride_h - a.pad_h,
+          depthwise_taps(oh, a.stride_h, a.pad_h, a.dilation_h, a.kernel_h, height),
+          const_cast<char*>(at(a.y, a.y_dtype, n * a.y_n_stride + oh * a.y_h_stride)),
+          a.ep.residual ? at(a.ep.residual, a.ep.residual_dtype, n * a.residual_n_stride + oh * a.residual_h_stride) : nullptr};
+}
+
 struct DepthwiseProblem {
   DType x, y, bias, residual;  // bias, residual: f32 when absent
   std::int64_t rows;           // N * OH

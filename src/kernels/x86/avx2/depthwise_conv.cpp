@@ -11,17 +11,9 @@ namespace {
 // together: each weight vector loaded feeds this many FMAs.
 constexpr int kPixels = 4;
 
-// Output row (n, oh) of the task.
-struct OutputRow {
-  const char* x;         // image n of x
-  std::int64_t ih0;      // tap 0's input row, in the upsampled image
-  TapRange kh;           // the taps whose input row lies inside the image
-  void* y;               // the row's pixel 0
-  const void* residual;  // the residual row's pixel 0; null when absent
-};
 
 // y[n, oh, ow, c : c + count] (count <= 8) = epilogue(acc).
-void finish8(const DepthwiseArgs& a, const OutputRow& row, __m256 acc, std::int64_t ow, std::int64_t c,
+void finish8(const DepthwiseArgs& a, const DepthwiseOutputRow& row, __m256 acc, std::int64_t ow, std::int64_t c,
              std::int64_t count) {
   const EpilogueArgs& e = a.ep;
   const void* residual = row.residual ? advance(row.residual, e.residual_dtype, ow * e.residual_row_stride + c) : nullptr;
@@ -34,7 +26,7 @@ void finish8(const DepthwiseArgs& a, const OutputRow& row, __m256 acc, std::int6
 // input coordinate halved. The arguments are copied to locals: the tails'
 // memcpy would make GCC reload them from `a` in the inner loop.
 template <int P, bool Up>
-void pixels(const DepthwiseArgs& a, const OutputRow& row, std::int64_t ow, TapRange kw_taps) {
+void pixels(const DepthwiseArgs& a, const DepthwiseOutputRow& row, std::int64_t ow, TapRange kw_taps) {
   const DType xt = a.x_dtype;
   const std::int64_t C = a.channels, kw_count = a.kernel_w, es = bytes_of(xt), h_bytes = a.x_h_stride * es,
                      w_bytes = a.x_w_stride * es;
@@ -69,12 +61,7 @@ void conv_rows(const DepthwiseArgs& a, std::int64_t r0, std::int64_t r1) {
   const std::int64_t height = Up ? 2 * a.in_height : a.in_height, width = Up ? 2 * a.in_width : a.in_width;
   const TapRange interior = depthwise_interior(a.out_width, a.stride_w, a.pad_w, a.dilation_w, a.kernel_w, width);
   for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t n = r / a.out_height, oh = r % a.out_height;
-    const OutputRow row{static_cast<const char*>(advance(a.x, a.x_dtype, n * a.x_n_stride)), oh * a.stride_h - a.pad_h,
-                        depthwise_taps(oh, a.stride_h, a.pad_h, a.dilation_h, a.kernel_h, height),
-                        advance(a.y, a.y_dtype, n * a.y_n_stride + oh * a.y_h_stride),
-                        a.ep.residual ? advance(a.ep.residual, a.ep.residual_dtype, n * a.residual_n_stride + oh * a.residual_h_stride)
-                                      : nullptr};
+    const DepthwiseOutputRow row = depthwise_output_row(a, r, height);
     for (std::int64_t ow = 0; ow < a.out_width;) {
       if (ow >= interior.lo && ow + kPixels <= interior.hi) {
         pixels<kPixels, Up>(a, row, ow, {0, a.kernel_w});
