@@ -8,8 +8,7 @@ namespace {
 
 bool simd_supported(const AttentionProblem& p) {
   const auto is_float = [](DType t) { return t == DType::f32 || t == DType::bf16; };
-  return is_float(p.q) && is_float(p.o) && (is_float(p.kv) || p.kv == DType::i8) && p.head_dim % 16 == 0 &&
-         p.head_dim <= 256;
+  return is_float(p.q) && is_float(p.o) && (is_float(p.kv) || p.kv == DType::i8) && p.head_dim <= 256;
 }
 // Decode shape: few query positions, keys that may be split across cores.
 bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }

@@ -271,31 +271,6 @@ Status resnet(Run& r, const ResnetBlockWeights& w, const Tensor& x, const Tensor
   return conv(r, w.conv2, h, y, kSame3x3, y);
 }
 
-// The optimized flash attention rows take head dims in multiples of 16;
-// SD 1.x's 320-channel blocks have 8 heads of 40, which only the scalar row
-// takes. Such heads are zero-padded to the next multiple instead (the zeros
-// add nothing to q kᵀ, and o's padding is dropped): four copies of the
-// activations cost far less than the scalar row.
-constexpr std::int64_t kFlashHeadDimMultiple = 16;
-
-Status padded_flash_attention(Run& r, const Tensor& q4, const Tensor& k4, const Tensor& v4, const Tensor& o4) {
-  const std::int64_t d = q4.dim(3),
-                     padded_d = (d + kFlashHeadDimMultiple - 1) / kFlashHeadDimMultiple * kFlashHeadDimMultiple;
-  const ops::PadAttrs zeros{.before = {0, 0, 0, 0}, .after = {0, 0, 0, padded_d - d}};
-  std::array<Tensor, 4> padded;  // q, k, v, o
-  const std::array<const Tensor*, 4> heads{&q4, &k4, &v4, &o4};
-  for (std::size_t i = 0; i < padded.size(); ++i) {
-    Shape shape = heads[i]->shape();
-    shape[3] = padded_d;
-    TESSERA_ASSIGN_OR_RETURN(padded[i], r.scratch(shape));
-    if (i < 3) TESSERA_RETURN_IF_ERROR(ops::pad(r.stream, *heads[i], padded[i], zeros));
-  }
-  TESSERA_RETURN_IF_ERROR(
-      ops::attention(r.stream, padded[0], padded[1], padded[2], padded[3], {.scale = 1.0f / std::sqrt(float(d))}));
-  TESSERA_ASSIGN_OR_RETURN(Tensor o_heads, padded[3].slice(3, 0, d));
-  return ops::reorder(r.stream, o_heads, o4);
-}
-
 // o = softmax(q kᵀ / sqrt(D)) v per head; q and o [N, ..., C], k and v
 // [N, ..., C], contiguous (workspace tensors), C = heads x D.
 Status attend(Run& r, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o, std::int64_t heads) {
@@ -305,9 +280,7 @@ Status attend(Run& r, const Tensor& q, const Tensor& k, const Tensor& v, const T
   TESSERA_ASSIGN_OR_RETURN(Tensor k4, k.reshape({n, skv, heads, d}));
   TESSERA_ASSIGN_OR_RETURN(Tensor v4, v.reshape({n, skv, heads, d}));
   TESSERA_ASSIGN_OR_RETURN(Tensor o4, o.reshape({n, sq, heads, d}));
-  if (r.fused())
-    return d % kFlashHeadDimMultiple == 0 ? ops::attention(r.stream, q4, k4, v4, o4)
-                                          : padded_flash_attention(r, q4, k4, v4, o4);
+  if (r.fused()) return ops::attention(r.stream, q4, k4, v4, o4);
   // The [N, heads, Sq, Skv] scores in memory; the per-head operands are views.
   TESSERA_ASSIGN_OR_RETURN(Tensor qh, q4.permute({0, 2, 1, 3}));
   TESSERA_ASSIGN_OR_RETURN(Tensor kt, k4.permute({0, 2, 3, 1}));

@@ -18,13 +18,14 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // vector shared by several FMAs into one load each; this pins it in a register.
 static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
 
-// 16 features of one key or value row as f32 (int8: times the token's scale).
-static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float scale) {
+// 16 features of one key or value row as f32 (int8: times the token's
+// scale); features outside `mask` (past the head dim) read as 0.
+static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float scale, __mmask16 mask = 0xffff) {
   if (t == DType::i8) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + d));
+    const __m128i q = _mm_maskz_loadu_epi8(mask, static_cast<const std::int8_t*>(row) + d);
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
   }
-  return load16(advance(row, t, d), t, 0xffff);
+  return load16(advance(row, t, d), t, mask);
 }
 
 // Addresses (and int8 scales) of keys [tb, tb + n): one division for the
@@ -86,12 +87,13 @@ static inline __m512 load_mask16(const AttentionArgs& a, const void* row, std::i
   return _mm512_load_ps(v);
 }
 
-// The unit's result from its row state: o sums [rows][dim], running max m and sum l.
-static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, const float* m,
-                               const float* l) {
+// The unit's result from its row state: o sums [rows][dim] (row stride
+// o_stride >= dim), running max m and sum l.
+static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t o_stride,
+                               const float* m, const float* l) {
   const std::int64_t rows = a.rows, dim = a.head_dim;
   if (out.partial_o) {
-    std::copy(o, o + rows * dim, out.partial_o);
+    for (std::int64_t r = 0; r < rows; ++r) std::copy(o + r * o_stride, o + r * o_stride + dim, out.partial_o + r * dim);
     std::copy(m, m + rows, out.partial_m);
     std::copy(l, l + rows, out.partial_l);
     return;
@@ -101,8 +103,10 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
     const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
     const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
     void* orow = advance(out.o, out.o_dtype, pos * out.o_pos_stride + head * out.o_head_stride);
-    for (std::int64_t d = 0; d < dim; d += 16)
-      store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_loadu_ps(o + r * dim + d)), 0xffff);
+    for (std::int64_t d = 0; d < dim; d += 16) {
+      const __mmask16 mask = tail_mask(dim - d);
+      store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
+    }
     if (out.lse) out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
   }
 }

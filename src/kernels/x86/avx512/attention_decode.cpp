@@ -246,7 +246,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     }
     pf.issue(0, 1);  // whatever is left
   }
-  finish_rows(a, out, o, m, l);
+  finish_rows(a, out, o, a.head_dim, m, l);
 }
 
 template <int NV>

@@ -7,6 +7,8 @@
 //      32 keys. f32 V is read in place; bf16 / int8 V is converted first.
 // The next block's K and V rows are prefetched: in [B, S, H, D] layouts the
 // rows of one head are a page apart, where the hardware prefetcher stops.
+// Any head dim: q, kt, V and O are held padded with zeros to a multiple of
+// 16 features (SD 1.x's 40-wide heads), the tails read and written masked.
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
@@ -112,7 +114,7 @@ static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64
 }  // namespace
 
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  const std::int64_t dim = a.head_dim, rows = a.rows, group = a.group;
+  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 15) / 16 * 16, rows = a.rows, group = a.group;
   const std::int64_t positions = (rows + group - 1) / group;
   // Keys past the last row's causal limit are never visible.
   const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
@@ -135,14 +137,14 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // request all their lines before the first is needed.
   for (std::int64_t r = 0; r < rows; ++r) {
     const char* qr = static_cast<const char*>(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride));
-    for (std::int64_t b = 0; b < dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(qr + b, _MM_HINT_T0);
+    for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(qr + b, _MM_HINT_T0);
   }
   for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
     for (std::int64_t d = 0; d < dim; d += 16) {
       __m512 x[16];
       for (std::int64_t i = 0; i < 16; ++i) {
         const std::int64_t r = r0 + i;
-        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride + d), a.q_dtype, 0xffff))
+        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride + d), a.q_dtype, tail_mask(head_dim - d)))
                         : _mm512_setzero_ps();
       }
       transpose16x16(x);
@@ -156,7 +158,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   std::fill(l, l + rows, 0.0f);
 
   const KvSource& kv = a.kv;
-  const std::int64_t row_bytes = dim * bytes_of(kv.dtype);
+  const std::int64_t row_bytes = head_dim * bytes_of(kv.dtype);
   KvRows<kKeys> block;
   const float* vrow[kKeys];
 
@@ -171,18 +173,20 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t d = 0; d < dim; d += 16)
       for (std::int64_t h = 0; h < 2; ++h) {
         __m512 r[16];
+        const __mmask16 features = tail_mask(head_dim - d);
         for (std::int64_t i = 0; i < 16; ++i) {
           const std::int64_t key = 16 * h + i;
-          r[i] = key < n ? load_kv16(block.k[key], kv.dtype, d, block.k_scale[key]) : _mm512_setzero_ps();
+          r[i] = key < n ? load_kv16(block.k[key], kv.dtype, d, block.k_scale[key], features) : _mm512_setzero_ps();
         }
         transpose16x16(r);
         for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * kKeys + 16 * h, r[j]);
       }
-    if (kv.dtype == DType::f32) {
+    if (kv.dtype == DType::f32 && dim == head_dim) {
       for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
     } else {
       for (std::int64_t i = 0; i < n; ++i) {
-        for (std::int64_t d = 0; d < dim; d += 16) _mm512_store_ps(vb + i * dim + d, load_kv16(block.v[i], kv.dtype, d, block.v_scale[i]));
+        for (std::int64_t d = 0; d < dim; d += 16)
+          _mm512_store_ps(vb + i * dim + d, load_kv16(block.v[i], kv.dtype, d, block.v_scale[i], tail_mask(head_dim - d)));
         vrow[i] = vb + i * dim;
       }
     }
@@ -231,7 +235,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     pv_rows_all(s, alpha, o, rows, dim, vrow, n);
   }
 
-  finish_rows(a, out, o, m, l);
+  finish_rows(a, out, o, dim, m, l);
 }
 
 }  // namespace tessera::kernels::avx512
