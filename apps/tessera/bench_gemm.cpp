@@ -50,9 +50,6 @@ struct GemmOptions {
   bool json = false;
 };
 
-// Rows up to this M are decode-like, bound by streaming the weights: measured cold.
-constexpr std::int64_t kMaxColdM = 16;
-
 // Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
 // from the case's f32 weights [K, N]; with `fused`, the epilogue of an FFN
 // projection rides along: c = silu(a x w + bias) + residual.
@@ -115,15 +112,7 @@ class TesseraGemm final : public GemmImpl {
   std::string kernel() const override { return plans_.empty() ? std::string() : std::string(plans_.front()->kernel()); }
 
  private:
-  Result<WeightsPtr> pack() const {
-    switch (type_) {
-      case GemmType::f32: return ops::pack_weights(w_kn_, DType::f32);
-      case GemmType::bf16: return ops::pack_weights(w_kn_, DType::bf16);
-      case GemmType::int8: return ops::quantize_weights(w_kn_, {.dtype = DType::i8, .group_size = 0});
-      case GemmType::int4: return ops::quantize_weights(w_kn_, {.dtype = DType::i4, .group_size = 128});
-    }
-    return Status::internal("unknown GemmType");
-  }
+  Result<WeightsPtr> pack() const { return bench::tessera_weights(type_, w_kn_); }
 
   Contexts& contexts_;
   GemmType type_;
@@ -209,7 +198,7 @@ void add_ratio(std::vector<Row>& rows) {
 }
 
 void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
-  const bool cold = c.m <= kMaxColdM;
+  const bool cold = c.m <= bench::kMaxColdM;
   const std::string name = fmt::format("m{}_k{}_n{}", c.m, c.k, c.n);
   const std::string where = fmt::format("gemm {} {} {}", name, bench::to_string(c.type), threads_label(c.threads));
   std::vector<bench::Contender> contenders;
@@ -279,7 +268,7 @@ void print_header(const Run& run, Context& ctx) {
              run.measure.repeats, run.measure.repeat_ms);
   fmt::print("M <= {}: weights cold (each implementation rotates through copies > 2x L3), GB/s of weights; "
              "M > {}: warm, GFLOP/s\n",
-             kMaxColdM, kMaxColdM);
+             bench::kMaxColdM, bench::kMaxColdM);
   fmt::print("vs best peer: the fastest other implementation's median / Tessera's (> 1: Tessera is faster)\n");
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/harness.hpp"
 #include "commands.hpp"
 #include "demo.hpp"
 #include "demo_diffusion.hpp"
@@ -36,10 +37,7 @@ Tensor demo_weight(Shape shape, std::uint64_t seed, float scale) {
 }
 
 ops::WeightsPtr demo_pack(const Tensor& w, const std::string& weights) {
-  if (weights == "bf16") return must(ops::pack_weights(w, DType::bf16));
-  if (weights == "int8") return must(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0}));
-  if (weights == "int4") return must(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 128}));
-  return must(ops::pack_weights(w, DType::f32));
+  return must(bench::tessera_weights(bench::parse_gemm_type(weights).value_or(bench::GemmType::f32), w));
 }
 
 double median(std::vector<double> v) {

@@ -40,25 +40,10 @@ struct TuneOptions {
   bool reset = false;
 };
 
-// As `bench gemm`: up to this M a GEMM streams its weights from memory, so it
-// is timed cold, rotating through weight copies larger than twice the L3.
-constexpr std::int64_t kMaxColdM = 16;
-
 // Failures exit with status 1; CLI11 prints nothing more for a RuntimeError.
 [[noreturn]] void fail(const Status& s) {
   fmt::print(stderr, "tessera tune: {}\n", s.to_string());
   throw CLI::RuntimeError(1);
-}
-
-// W [K, N] as `bench gemm` gives it to Linear for each type.
-Result<ops::WeightsPtr> make_weights(GemmType type, const Tensor& w_kn) {
-  switch (type) {
-    case GemmType::f32: return ops::pack_weights(w_kn, DType::f32);
-    case GemmType::bf16: return ops::pack_weights(w_kn, DType::bf16);
-    case GemmType::int8: return ops::quantize_weights(w_kn, {.dtype = DType::i8, .group_size = 0});
-    case GemmType::int4: return ops::quantize_weights(w_kn, {.dtype = DType::i4, .group_size = 128});
-  }
-  return Status::internal("unknown GemmType");
 }
 
 // A tiling: the values of a plan's tuning_params(), in their order.
@@ -110,9 +95,9 @@ class GemmCase {
     GemmCase& c = *owner;
     TESSERA_ASSIGN_OR_RETURN(Tensor w, Tensor::empty(DType::f32, {k, n}));
     bench::fill_tensor(w, 1);
-    const std::int64_t cold_bytes = m <= kMaxColdM ? 2 * hw::info().l3_bytes : 0;
+    const std::int64_t cold_bytes = m <= bench::kMaxColdM ? 2 * hw::info().l3_bytes : 0;
     do {
-      TESSERA_ASSIGN_OR_RETURN(ops::WeightsPtr packed, make_weights(type, w));
+      TESSERA_ASSIGN_OR_RETURN(ops::WeightsPtr packed, bench::tessera_weights(type, w));
       c.weights_.push_back(std::move(packed));
     } while (std::int64_t(c.weights_.size()) * c.weights_.front()->bytes() <= cold_bytes);
     TESSERA_ASSIGN_OR_RETURN(c.a_, Tensor::empty(type == GemmType::bf16 ? DType::bf16 : DType::f32, {m, k}));

@@ -36,28 +36,42 @@ std::optional<std::int64_t> pixel_stride(const TensorDesc& d) {
 // The channel stride a kernel may assume: 1, or anything over a single channel.
 bool unit_channels(const TensorDesc& d) { return d.shape[3] == 1 || d.strides[3] == 1; }
 
-// The run()-time checks of both conv plans: the tensors are the plan's, and
-// y overlaps no input except that it may be the residual's very view (each
-// element is read, then written).
-Status check_run(std::span<const Tensor> in, std::span<const Tensor> out, std::span<const TensorDesc> inputs,
-                 std::span<const std::string_view> names, const TensorDesc& y, bool has_residual) {
-  static constexpr std::string_view kOut[] = {"y"};
-  TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", in, inputs, names));
-  TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", out, std::span(&y, 1), kOut));
-  const std::size_t residual = has_residual ? in.size() - 1 : in.size();
-  for (std::size_t i = 0; i < in.size(); ++i)
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], names[i], i == residual));
-  return {};
-}
+// What both conv plans hold of their tensors: inputs {x, [bias], [residual]}
+// with their names, y, the weights and the epilogue, and the traffic model.
+struct ConvTensors {
+  std::vector<TensorDesc> inputs;
+  std::vector<std::string_view> names;
+  TensorDesc y;
+  ConvWeightsPtr w;
+  Epilogue epilogue;
+  std::int64_t bytes = 0;
+
+  ConvTensors(const TensorDesc& x, ConvWeightsPtr weights, const TensorDesc& out, const Epilogue& e)
+      : inputs{x}, names{"x"}, y(out), w(std::move(weights)), epilogue(e) {
+    bytes = saturating_add(traffic_bytes({x, y}), w->bytes());
+    if (e.bias) inputs.push_back(*e.bias), names.push_back("bias"), bytes = saturating_add(bytes, traffic_bytes({*e.bias}));
+    if (e.residual)
+      inputs.push_back(*e.residual), names.push_back("residual"), bytes = saturating_add(bytes, traffic_bytes({*e.residual}));
+  }
+
+  // The run()-time checks: the tensors are the plan's, and y overlaps no
+  // input except that it may be the residual's very view (each element is
+  // read, then written).
+  Status check(std::span<const Tensor> in, std::span<const Tensor> out) const {
+    static constexpr std::string_view kOut[] = {"y"};
+    TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", in, inputs, names));
+    TESSERA_RETURN_IF_ERROR(check_tensors("conv2d", out, std::span(&y, 1), kOut));
+    const std::size_t residual = epilogue.residual ? in.size() - 1 : in.size();
+    for (std::size_t i = 0; i < in.size(); ++i)
+      TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "y", in[i], names[i], i == residual));
+    return {};
+  }
+};
 
 class ConvPlan final : public Plan {
  public:
   struct Spec {
-    std::vector<TensorDesc> inputs;  // x, [bias], [residual]
-    std::vector<std::string_view> names;
-    TensorDesc y;
-    ConvWeightsPtr w;
-    Epilogue epilogue;
+    ConvTensors io;
     const Row* row;
     kernels::MatmulTiling tiling;  // m_block: output pixels per task; n_block: columns per kernel call
     std::int64_t n_chunk;          // output channels (of a group) per task
@@ -67,20 +81,19 @@ class ConvPlan final : public Plan {
     kernels::Im2colGeometry im2col;
     std::int64_t k, ld;  // patch length and the gathered rows' stride (elements)
     std::int64_t x_pixel, y_pixel, residual_pixel;  // element strides between pixels
-    std::int64_t bytes;
   };
 
   explicit ConvPlan(Spec s)
-      : Plan(s.row->name, s.bytes, 2 * s.y.numel() * s.k),  // K multiply-adds per output element
+      : Plan(s.row->name, s.io.bytes, 2 * s.io.y.numel() * s.k),  // K multiply-adds per output element
         s_(std::move(s)) {
-    for (const WeightsPtr& w : s_.w->gemm_weights())
+    for (const WeightsPtr& w : s_.io.w->gemm_weights())
       packed_.push_back({w->dtype(), w->k(), w->n(), w->values(), w->scales(), w->quant().scale_dtype, w->zeros(), w->group_size()});
   }
 
   std::string_view op() const override { return "conv2d"; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    TESSERA_RETURN_IF_ERROR(check_run(in, out, s_.inputs, s_.names, s_.y, s_.epilogue.residual.has_value()));
+    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
     return stream.submit(op(), [&] {
       execute(stream.pool(), in, out[0]);
       return Status{};
@@ -89,24 +102,24 @@ class ConvPlan final : public Plan {
 
  private:
   void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const {
-    const TensorDesc& x = s_.inputs[0];
-    const ConvWeights& w = *s_.w;
-    const Tensor* bias = s_.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = s_.epilogue.residual ? &in.back() : nullptr;
-    const std::int64_t batch = x.shape[0], pixels = s_.y.shape[1] * s_.y.shape[2];
+    const TensorDesc& x = s_.io.inputs[0];
+    const ConvWeights& w = *s_.io.w;
+    const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
+    const std::int64_t batch = x.shape[0], pixels = s_.io.y.shape[1] * s_.io.y.shape[2];
     const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
     const std::int64_t m_tiles = (pixels + s_.tiling.m_block - 1) / s_.tiling.m_block;
     const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
-    const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(s_.y.dtype);
+    const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(s_.io.y.dtype);
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
     base.b_dtype = packed_[0].dtype;
-    base.c_dtype = s_.y.dtype;
+    base.c_dtype = s_.io.y.dtype;
     base.k = s_.k;
     base.a_col_stride = 1;
     base.c_row_stride = s_.y_pixel, base.c_col_stride = 1;
-    base.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), nullptr,
+    base.ep = {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation), nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, s_.residual_pixel, 1};
 
     auto task = [&](std::int64_t t) {
@@ -127,7 +140,7 @@ class ConvPlan final : public Plan {
           a.a = patches;
           a.a_row_stride = s_.ld;
         }
-        const std::int64_t out_at = (n * s_.y.strides[0] + p0 * s_.y_pixel + g * cog);
+        const std::int64_t out_at = (n * s_.io.y.strides[0] + p0 * s_.y_pixel + g * cog);
         a.c = const_cast<char*>(byte_ptr(y)) + out_at * std::int64_t(yb);
         if (bias) a.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
         if (res) {
@@ -151,36 +164,31 @@ class ConvPlan final : public Plan {
 class DepthwiseConvPlan final : public Plan {
  public:
   struct Spec {
-    std::vector<TensorDesc> inputs;  // x, [bias], [residual]
-    std::vector<std::string_view> names;
-    TensorDesc y;
-    ConvWeightsPtr w;
+    ConvTensors io;
     ConvAttrs attrs;
-    Epilogue epilogue;
     const kernels::KernelRow<kernels::DepthwiseFamily>* row;
     kernels::RowTiling tiling;
-    std::int64_t bytes;
   };
 
   explicit DepthwiseConvPlan(Spec s)
-      : Plan(s.row->name, s.bytes, 2 * s.y.numel() * s.w->kernel_h() * s.w->kernel_w()), s_(std::move(s)) {}
+      : Plan(s.row->name, s.io.bytes, 2 * s.io.y.numel() * s.io.w->kernel_h() * s.io.w->kernel_w()), s_(std::move(s)) {}
 
   std::string_view op() const override { return "conv2d"; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    TESSERA_RETURN_IF_ERROR(check_run(in, out, s_.inputs, s_.names, s_.y, s_.epilogue.residual.has_value()));
+    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
     return stream.submit(op(), [&] {
-      const TensorDesc &x = s_.inputs[0], &y = s_.y;
-      const ConvWeights& w = *s_.w;
-      const Tensor* bias = s_.epilogue.bias ? &in[1] : nullptr;
-      const Tensor* res = s_.epilogue.residual ? &in.back() : nullptr;
+      const TensorDesc &x = s_.io.inputs[0], &y = s_.io.y;
+      const ConvWeights& w = *s_.io.w;
+      const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
+      const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
       kernels::DepthwiseArgs a{x.dtype, y.dtype, x.shape[3], x.shape[1], x.shape[2], y.shape[1], y.shape[2],
                                w.kernel_h(), w.kernel_w(), s_.attrs.stride[0], s_.attrs.stride[1], s_.attrs.padding[0],
                                s_.attrs.padding[1], s_.attrs.dilation[0], s_.attrs.dilation[1], s_.attrs.upsample_nearest2x,
                                in[0].data(), x.strides[0], x.strides[1], x.strides[2],
                                w.depthwise_weights().data_as<float>(),
                                out[0].data(), y.strides[0], y.strides[1], y.strides[2],
-                               {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation),
+                               {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation),
                                 bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::f32,
                                 res ? res->data() : nullptr, res ? res->dtype() : DType::f32,
                                 res ? res->strides()[2] : 0, 1},
@@ -330,26 +338,19 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
                                                   epilogue.residual->strides.to_string()));
   }
   if (y.numel() == 0) return Status::invalid_argument(fmt::format("x: shape {} gives an empty output", x.shape.to_string()));
-  std::int64_t bytes = saturating_add(traffic_bytes({x, y}), w->bytes());
-  if (epilogue.bias) bytes = saturating_add(bytes, traffic_bytes({*epilogue.bias}));
-  if (epilogue.residual) bytes = saturating_add(bytes, traffic_bytes({*epilogue.residual}));
+  ConvTensors io(x, w, y, epilogue);
 
   if (w->depthwise()) {
-    DepthwiseConvPlan::Spec spec{.inputs = {x}, .names = {"x"}, .y = y, .w = w, .attrs = attrs, .epilogue = epilogue};
-    if (epilogue.bias) spec.inputs.push_back(*epilogue.bias), spec.names.push_back("bias");
-    if (epilogue.residual) spec.inputs.push_back(*epilogue.residual), spec.names.push_back("residual");
+    DepthwiseConvPlan::Spec spec{.io = std::move(io), .attrs = attrs};
     const kernels::DepthwiseProblem problem{x.dtype, y.dtype, epilogue.bias ? epilogue.bias->dtype : DType::f32,
                                             epilogue.residual ? epilogue.residual->dtype : DType::f32,
                                             y.shape[0] * y.shape[1], y.shape[2], y.shape[3]};
     spec.row = kernels::select<kernels::DepthwiseFamily>(problem, ctx.isa());
     spec.tiling = spec.row->tiling(problem, ctx.hw());
-    spec.bytes = bytes;
     return PlanPtr(std::make_shared<DepthwiseConvPlan>(std::move(spec)));
   }
 
-  ConvPlan::Spec spec{.inputs = {x}, .names = {"x"}, .y = y, .w = w, .epilogue = epilogue};
-  if (epilogue.bias) spec.inputs.push_back(*epilogue.bias), spec.names.push_back("bias");
-  if (epilogue.residual) spec.inputs.push_back(*epilogue.residual), spec.names.push_back("residual");
+  ConvPlan::Spec spec{.io = std::move(io)};
   const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group();
   spec.k = kh * kw * cig;
   spec.ld = kernels::round_up(spec.k, 16);
@@ -363,7 +364,6 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
                  x.strides[1], x.strides[2], bytes_of(x.dtype)};
   const GemmChoice gemm = choose_gemm(ctx, x.dtype, y.dtype, *w, x.shape[0], y.shape[1] * y.shape[2], spec.k);
   spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
-  spec.bytes = bytes;
   return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "tessera/runtime/profiler.hpp"
@@ -32,40 +33,39 @@ OpRecord record_of(const Plan& plan, const Stream& stream, std::span<const Tenso
 Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace,
                     std::shared_ptr<MemoryPool::Block> workspace_block, Clock::time_point host_start) const {
   Profiler& profiler = stream.context().profiler();
-  const bool profiling = profiler.enabled();
-  if (!profiling && stream.runs_here()) return do_run(stream, in, out, workspace);
-
-  std::shared_ptr<const Plan> self = weak_from_this().lock();
-  if (!self) return Status::invalid_argument(fmt::format("{}: run: the plan must be owned by a PlanPtr", op()));
-  OpRecord record;
-  if (profiling) {
+  // Runs `plan` and completes the record with the run's begin and end.
+  const auto run_recorded = [](const Plan& plan, Stream& stream, std::span<const Tensor> in,
+                               std::span<const Tensor> out, void* workspace, OpRecord& record) {
+    Profiler& p = stream.context().profiler();
+    record.run_begin_ns = p.since_start(Clock::now());
+    const Status s = plan.do_run(stream, in, out, workspace);
+    record.run_end_ns = p.since_start(Clock::now());
+    p.add(record);
+    return s;
+  };
+  std::optional<OpRecord> record;  // present while the profiler is on
+  if (profiler.enabled()) {
     if (host_start == Clock::time_point{}) host_start = Clock::now();
     record = record_of(*this, stream, in, out);
-    record.threads = stream.pool().threads();
-    record.host_begin_ns = profiler.since_start(host_start);
+    record->threads = stream.pool().threads();
+    record->host_begin_ns = profiler.since_start(host_start);
   }
   if (stream.runs_here()) {
-    const Clock::time_point begin = Clock::now();
-    const Status s = do_run(stream, in, out, workspace);
-    record.host_end_ns = record.run_begin_ns = profiler.since_start(begin);
-    record.run_end_ns = profiler.since_start(Clock::now());
-    profiler.add(record);
-    return s;
+    if (!record) return do_run(stream, in, out, workspace);
+    record->host_end_ns = profiler.since_start(Clock::now());
+    return run_recorded(*this, stream, in, out, workspace, *record);
   }
   // Queued: the task owns copies of the tensors (sharing their storage), the
   // plan and the workspace block; the record is completed on the worker, so
   // the host's share ends here, as the op is handed over.
-  if (profiling) record.host_end_ns = profiler.since_start(Clock::now());
+  std::shared_ptr<const Plan> self = weak_from_this().lock();
+  if (!self) return Status::invalid_argument(fmt::format("{}: run: the plan must be owned by a PlanPtr", op()));
+  if (record) record->host_end_ns = profiler.since_start(Clock::now());
   auto task = [self = std::move(self), &stream, in = std::vector<Tensor>(in.begin(), in.end()),
                out = std::vector<Tensor>(out.begin(), out.end()), workspace, block = std::move(workspace_block),
-               profiling, record]() mutable {
-    if (!profiling) return self->do_run(stream, in, out, workspace);
-    Profiler& p = stream.context().profiler();
-    record.run_begin_ns = p.since_start(Clock::now());
-    const Status s = self->do_run(stream, in, out, workspace);
-    record.run_end_ns = p.since_start(Clock::now());
-    p.add(record);
-    return s;
+               record, run_recorded]() mutable {
+    if (!record) return self->do_run(stream, in, out, workspace);
+    return run_recorded(*self, stream, in, out, workspace, *record);
   };
   return stream.enqueue(op(), std::move(task));
 }

@@ -59,4 +59,16 @@ Status replace_file(const std::string& path, std::string_view contents) {
   return {};
 }
 
+Result<std::optional<nlohmann::json>> read_json_file(const std::string& path, std::string_view what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec) return std::optional<nlohmann::json>{};
+  std::ifstream in(path);
+  if (!in) return Status::invalid_argument(fmt::format("path: {} {} cannot be read", what, path));
+  try {
+    return std::optional(nlohmann::json::parse(in));
+  } catch (const nlohmann::json::exception& e) {
+    return Status::invalid_argument(fmt::format("{} {}: not valid JSON: {}", what, path, e.what()));
+  }
+}
+
 }  // namespace tessera::detail

@@ -4,12 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string_view>
-#include <system_error>
 
 #include "runtime/cache_file.hpp"
 #include "tessera/core/hw.hpp"
@@ -18,7 +15,6 @@ namespace tessera {
 
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // the file lists the fields in the struct's order
 
 // The rates, by their names in the file.
@@ -72,18 +68,9 @@ Result<Calibration> from_json(const json& j, std::string_view what) {
 std::string calibration_path() { return detail::user_cache_file("TESSERA_CALIBRATION_FILE", "calibration.json"); }
 
 Result<Calibration> load_calibration(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec) && !ec)
-    return Status::unsupported(fmt::format("path: no calibration at {} (`tessera calibrate` writes it)", path));
-  std::ifstream in(path);
-  if (!in) return Status::invalid_argument(fmt::format("path: calibration file {} cannot be read", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    return Status::invalid_argument(fmt::format("calibration file {}: not valid JSON: {}", path, e.what()));
-  }
-  TESSERA_ASSIGN_OR_RETURN(Calibration c, from_json(j, fmt::format("calibration file {}", path)));
+  TESSERA_ASSIGN_OR_RETURN(std::optional<json> j, detail::read_json_file(path, "calibration file"));
+  if (!j) return Status::unsupported(fmt::format("path: no calibration at {} (`tessera calibrate` writes it)", path));
+  TESSERA_ASSIGN_OR_RETURN(Calibration c, from_json(*j, fmt::format("calibration file {}", path)));
   if (c.cpu_name != hw::info().cpu_name)
     return Status::unsupported(fmt::format("calibration file {}: measured on \"{}\", not on this CPU (\"{}\")", path,
                                            c.cpu_name, hw::info().cpu_name));

@@ -88,8 +88,9 @@ std::optional<double> Profiler::roofline_pct(const OpRecord& r) const {
   return 100.0 * attainable_ns / double(r.run_ns());
 }
 
-std::vector<OpSummary> Profiler::summarize(int top_n) const {
-  const std::vector<OpRecord> records = this->records();
+std::vector<OpSummary> Profiler::summarize(int top_n) const { return summarize(records(), top_n); }
+
+std::vector<OpSummary> Profiler::summarize(const std::vector<OpRecord>& records, int top_n) const {
   struct Sum {
     OpSummary s;
     std::int64_t run_ns = 0, host_ns = 0, bytes = 0, flops = 0;
@@ -130,7 +131,7 @@ std::vector<OpSummary> Profiler::summarize(int top_n) const {
 
 std::string Profiler::table(int top_n) const {
   const std::vector<OpRecord> records = this->records();
-  const std::vector<OpSummary> all = summarize();
+  const std::vector<OpSummary> all = summarize(records);
   const std::size_t shown = top_n > 0 ? std::min(all.size(), std::size_t(top_n)) : all.size();
   std::size_t op_w = 2, kernel_w = 6, shapes_w = 6;
   for (std::size_t i = 0; i < shown; ++i)

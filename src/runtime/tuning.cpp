@@ -1,9 +1,6 @@
 #include "tessera/runtime/tuning.hpp"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <system_error>
 #include <utility>
 
 #include "runtime/cache_file.hpp"
@@ -18,16 +15,9 @@ using Entries = std::map<std::string, std::vector<std::int64_t>>;
 
 // The entries of the file at `path`; none when there is no file.
 Result<Entries> load(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec) && !ec) return Entries{};
-  std::ifstream in(path);
-  if (!in) return Status::invalid_argument(fmt::format("path: tuning file {} cannot be read", path));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    return Status::invalid_argument(fmt::format("tuning file {}: not valid JSON: {}", path, e.what()));
-  }
+  TESSERA_ASSIGN_OR_RETURN(std::optional<json> file, detail::read_json_file(path, "tuning file"));
+  if (!file) return Entries{};
+  const json& j = *file;
   if (!j.is_object())
     return Status::invalid_argument(fmt::format("tuning file {}: expected a JSON object, got {}", path, j.type_name()));
   Entries entries;

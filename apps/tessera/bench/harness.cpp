@@ -64,6 +64,16 @@ std::optional<GemmType> parse_gemm_type(std::string_view name) {
   return std::nullopt;
 }
 
+Result<ops::WeightsPtr> tessera_weights(GemmType t, const Tensor& w_kn) {
+  switch (t) {
+    case GemmType::f32: return ops::pack_weights(w_kn, DType::f32);
+    case GemmType::bf16: return ops::pack_weights(w_kn, DType::bf16);
+    case GemmType::int8: return ops::quantize_weights(w_kn, {.dtype = DType::i8, .group_size = 0});
+    case GemmType::int4: return ops::quantize_weights(w_kn, {.dtype = DType::i4, .group_size = 128});
+  }
+  return Status::internal("unknown GemmType");
+}
+
 std::int64_t weight_bytes(GemmType t, std::int64_t k, std::int64_t n) {
   switch (t) {
     case GemmType::f32: return 4 * k * n;

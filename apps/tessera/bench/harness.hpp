@@ -17,6 +17,7 @@
 #include "bench/report.hpp"
 #include "tessera/core/status.hpp"
 #include "tessera/core/tensor.hpp"
+#include "tessera/ops/matmul.hpp"
 #include "tessera/runtime/context.hpp"
 
 namespace tessera::app::bench {
@@ -33,6 +34,13 @@ std::optional<GemmType> parse_gemm_type(std::string_view name);
 // Bytes of W [K, N] as stored: the values plus their f32 scales. One model
 // per type, the same for every library, so that GB/s compares times.
 std::int64_t weight_bytes(GemmType t, std::int64_t k, std::int64_t n);
+
+// W [K, N] as Tessera's Linear takes it for each type: packed f32 or bf16,
+// int8 per output channel (W8A8), int4 in groups of 128.
+Result<ops::WeightsPtr> tessera_weights(GemmType t, const Tensor& w_kn);
+
+// Rows up to this M are decode-like, bound by streaming the weights: measured cold.
+constexpr std::int64_t kMaxColdM = 16;
 
 // C[M, N] = A[M, K] x W[K, N] by one library, for one weight matrix.
 class GemmImpl {

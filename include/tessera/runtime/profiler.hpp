@@ -80,6 +80,7 @@ class Profiler {
 
  private:
   std::optional<double> roofline_pct(const OpRecord& r) const;
+  std::vector<OpSummary> summarize(const std::vector<OpRecord>& records, int top_n = 0) const;
 
   const MemoryPool* memory_;
   PlanCache* plans_;
