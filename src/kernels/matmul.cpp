@@ -30,6 +30,9 @@ bool amx_bf16_supports(const MatmulProblem& p) {
 // W8A8 (AMX-INT8, AVX512-VNNI): int8 weights with one scale per output channel.
 bool int8_supports(const MatmulProblem& p) { return unit_output(p) && p.quantize_a && p.b_packed && p.b == DType::i8; }
 
+// W8A8 decode: integer dot products straight from the tile layout.
+bool int8_decode_supports(const MatmulProblem& p) { return int8_supports(p) && p.m <= 4; }
+
 // vdpbf16ps: bf16 weights (packed, any float activations) or bf16 x bf16.
 bool bf16_dot_supports(const MatmulProblem& p) {
   if (!unit_output(p) || p.quantize_a) return false;
@@ -83,6 +86,7 @@ MatmulTiling amx_int8_tiling(const MatmulProblem& p, const hw::Info& hw) { retur
 
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
+      {"matmul_decode_vnni", hw::Isa::avx512_bf16, int8_decode_supports, f32_tiling, avx512_bf16::matmul_decode_vnni},
       {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_int8_amx", hw::Isa::amx, int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},

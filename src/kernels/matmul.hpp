@@ -80,7 +80,11 @@ static inline float w8a8_row_scale(float absmax, bool finite) {
 namespace ref { TESSERA_MATMUL_KERNEL(matmul); }
 namespace avx2 { TESSERA_MATMUL_KERNEL(matmul_f32); }
 namespace avx512 { TESSERA_MATMUL_KERNEL(matmul_f32); TESSERA_MATMUL_KERNEL(matmul_decode); }
-namespace avx512_bf16 { TESSERA_MATMUL_KERNEL(matmul_bf16_dot); TESSERA_MATMUL_KERNEL(matmul_int8_vnni); }
+namespace avx512_bf16 {
+TESSERA_MATMUL_KERNEL(matmul_bf16_dot);
+TESSERA_MATMUL_KERNEL(matmul_int8_vnni);
+TESSERA_MATMUL_KERNEL(matmul_decode_vnni);
+}  // namespace avx512_bf16
 namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
 #undef TESSERA_MATMUL_KERNEL
 
