@@ -190,11 +190,12 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
 
   // Row state, then f32 copies of a block's K and V rows and one zero row.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows * (2 * dim + 2) + (2 * kKeys + 1) * dim)));
+  const std::int64_t state = (rows * (2 * dim + 2) + 15) / 16 * 16;  // kb and vb start on cache lines
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (state + (2 * kKeys + 1) * dim)));
   float* o = q + rows * dim;
   float* m = o + rows * dim;
   float* l = m + rows;
-  float* kb = l + rows;
+  float* kb = q + state;
   float* vb = kb + kKeys * dim;
   float* zero = vb + kKeys * dim;
   std::fill(zero, zero + dim, 0.0f);
