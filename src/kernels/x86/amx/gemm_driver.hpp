@@ -41,12 +41,18 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
   const std::int64_t ldp = panels * kPanelCols;
   auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * kb) * sizeof(Elem)));
   auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * ldp) * sizeof(Elem)));
-  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows_pad * ldp) * sizeof(float)));
-  const std::int64_t ldp_bytes = ldp * 4;
+  // Partial sums between K slices, per 32 x 32 block of C: its four 16 x 16
+  // tiles, 1 KiB each, one after another, so a block's trip to L2 and back
+  // is 4 KiB of consecutive lines (with C's row stride, each tile row was a
+  // line of its own, 1 KiB from the next). The last slice stores to `done`,
+  // row-major and L1-hot, for the epilogue.
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(round_up(rows_pad, 32) * ldp) * sizeof(float)));
+  alignas(64) float done[32 * kPanelCols];
+  constexpr std::int64_t done_bytes = kPanelCols * 4, tile_floats = 256;
   // Any n_block a tiling (or the tuner) picks: the table lives in scratch.
   auto** b_panel = static_cast<const Elem**>(thread_scratch(ScratchSlot::panel_table, std::size_t(panels) * sizeof(void*)));
   configure_tiles();
-  if (p.k == 0) std::memset(part, 0, std::size_t(rows_pad * ldp) * sizeof(float));
+  if (p.k == 0) std::memset(done, 0, sizeof(done));
   for (std::int64_t k0 = 0; k0 < std::max<std::int64_t>(p.k, 1); k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0), steps = round_up(kc, ks) / ks;
     const bool first = k0 == 0, last = k0 + kb >= p.k;
@@ -62,7 +68,7 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
       const Elem* a = p.k > 0 ? a_base + m * lda : nullptr;
       const std::int64_t lda_bytes = lda * std::int64_t(sizeof(Elem));
       for (std::int64_t j = 0; j < panels; ++j) {
-        float* c = part + m * ldp + j * kPanelCols;
+        float* c = part + ((m / 32) * panels + j) * 4 * tile_floats;
         const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
         if (last && rows > 0) avx512::prefetch_epilogue(p, rows, m0 + m, n0 + j * kPanelCols);
         if (p.k > 0) {
@@ -72,11 +78,11 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
             _tile_zero(2);
             _tile_zero(3);
           } else {
-            _tile_loadd(0, c, ldp_bytes);
-            _tile_loadd(1, c + 16, ldp_bytes);
+            _tile_loadd(0, c, 64);
+            _tile_loadd(1, c + tile_floats, 64);
             if (two) {
-              _tile_loadd(2, c + 16 * ldp, ldp_bytes);
-              _tile_loadd(3, c + 16 * ldp + 16, ldp_bytes);
+              _tile_loadd(2, c + 2 * tile_floats, 64);
+              _tile_loadd(3, c + 3 * tile_floats, 64);
             }
           }
           for (std::int64_t s = 0; s < steps; ++s) {
@@ -92,14 +98,23 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
               Traits::dot_r1_h1();
             }
           }
-          _tile_stored(0, c, ldp_bytes);
-          _tile_stored(1, c + 16, ldp_bytes);
-          if (two) {
-            _tile_stored(2, c + 16 * ldp, ldp_bytes);
-            _tile_stored(3, c + 16 * ldp + 16, ldp_bytes);
+          if (last) {
+            _tile_stored(0, done, done_bytes);
+            _tile_stored(1, done + 16, done_bytes);
+            if (two) {
+              _tile_stored(2, done + 16 * kPanelCols, done_bytes);
+              _tile_stored(3, done + 16 * kPanelCols + 16, done_bytes);
+            }
+          } else {
+            _tile_stored(0, c, 64);
+            _tile_stored(1, c + tile_floats, 64);
+            if (two) {
+              _tile_stored(2, c + 2 * tile_floats, 64);
+              _tile_stored(3, c + 3 * tile_floats, 64);
+            }
           }
         }
-        if (last && rows > 0) tr.finish(p, c, ldp, rows, m0 + m, n0 + j * kPanelCols, n1);
+        if (last && rows > 0) tr.finish(p, done, kPanelCols, rows, m0 + m, n0 + j * kPanelCols, n1);
       }
     }
   }
