@@ -98,20 +98,15 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
               Traits::dot_r1_h1();
             }
           }
-          if (last) {
-            _tile_stored(0, done, done_bytes);
-            _tile_stored(1, done + 16, done_bytes);
-            if (two) {
-              _tile_stored(2, done + 16 * kPanelCols, done_bytes);
-              _tile_stored(3, done + 16 * kPanelCols + 16, done_bytes);
-            }
-          } else {
-            _tile_stored(0, c, 64);
-            _tile_stored(1, c + tile_floats, 64);
-            if (two) {
-              _tile_stored(2, c + 2 * tile_floats, 64);
-              _tile_stored(3, c + 3 * tile_floats, 64);
-            }
+          // Tile (r, h) at dst + r * lower + h * right, rows `stride` bytes apart.
+          float* dst = last ? done : c;
+          const std::int64_t right = last ? 16 : tile_floats, lower = last ? 16 * kPanelCols : 2 * tile_floats;
+          const std::int64_t stride = last ? done_bytes : 64;
+          _tile_stored(0, dst, stride);
+          _tile_stored(1, dst + right, stride);
+          if (two) {
+            _tile_stored(2, dst + lower, stride);
+            _tile_stored(3, dst + lower + right, stride);
           }
         }
         if (last && rows > 0) tr.finish(p, done, kPanelCols, rows, m0 + m, n0 + j * kPanelCols, n1);

@@ -24,7 +24,7 @@ constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as
 // all-ones) accumulates per weight row.
 template <int ROWS, int P>
 void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda, std::int64_t m0, std::int64_t n,
-                 std::int64_t n_end) {
+                   std::int64_t n_end) {
   const PackedB& b = *p.packed;
   const std::int64_t k_pad = padded_k(DType::i8, std::max<std::int64_t>(b.k, 1)), quads = b.k > 0 ? k_pad / 4 : 0;
   const std::int64_t panel_bytes = k_pad * kPanelCols;
