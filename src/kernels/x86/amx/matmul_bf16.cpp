@@ -14,9 +14,19 @@ struct Bf16Traits {
   using Elem = std::uint16_t;
   static constexpr std::int64_t kKStep = kBf16KStep;
 
-  // Rows of A rounded to bf16 (bf16 rows are copied) into dst, zero past m1 and past kc.
+  // Rows of A rounded to bf16 into dst, zero past m1 and past kc; or bf16
+  // rows in place, when the tiles would read only A itself (whole 16-row
+  // tiles, whole 32-deep steps) and the rows do not crowd into a few L1
+  // sets: a row stride of a multiple of 1 KiB (K = 4096: 8 KiB) puts a
+  // block's 32 rows in at most four set groups, and they evict each other.
+  // Measured in place (K = 11008): M = 512 8-21 % faster, M = 128 2 %.
   static const Elem* a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
                             Elem* dst, std::int64_t& lda) {
+    if (p.a_dtype == DType::bf16 && p.a_col_stride == 1 && kc % kKStep == 0 && (m1 - m0) % 16 == 0 &&
+        p.a_row_stride * std::int64_t(sizeof(Elem)) % 1024 != 0) {
+      lda = p.a_row_stride;
+      return static_cast<const Elem*>(p.a) + m0 * p.a_row_stride + k0;
+    }
     const std::int64_t kc_pad = round_up(kc, kKStep);
     for (std::int64_t m = m0; m < m0 + round_up(m1 - m0, 16); ++m) {
       Elem* out = dst + (m - m0) * lda;
