@@ -19,7 +19,8 @@ struct Bf16Traits {
   // tiles, whole 32-deep steps) and the rows do not crowd into a few L1
   // sets: a row stride of a multiple of 1 KiB (K = 4096: 8 KiB) puts a
   // block's 32 rows in at most four set groups, and they evict each other.
-  // Measured in place (K = 11008): M = 512 8-21 % faster, M = 128 2 %.
+  // Measured in place: K = 11008, M = 512 8-21 % faster (M = 128 2 %);
+  // K = 4096, 12-19 % slower, hence the exception.
   static const Elem* a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
                             Elem* dst, std::int64_t& lda) {
     if (p.a_dtype == DType::bf16 && p.a_col_stride == 1 && kc % kKStep == 0 && (m1 - m0) % 16 == 0 &&
