@@ -1,38 +1,24 @@
 #include "tessera/runtime/calibration.hpp"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <optional>
 #include <string>
 
 #include "support/harness.hpp"
+#include "support/temp_dir.hpp"
 
 namespace tessera::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A directory of its own per test, removed after it.
-class CalibrationTest : public ::testing::Test {
+// A directory of its own per test (TempDirTest).
+class CalibrationTest : public TempDirTest {
  protected:
-  CalibrationTest()
-      : dir_(fs::path(::testing::TempDir()) /
-             fmt::format("tessera_calibration_{}_{}", ::getpid(),
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-  }
-  ~CalibrationTest() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& file, const std::string& text) const {
-    fs::create_directories(fs::path(file).parent_path());
-    std::ofstream(file) << text;
-  }
+  CalibrationTest() : TempDirTest("tessera_calibration") {}
 
   static Calibration measured_here() {
     return {.cpu_name = hw::info().cpu_name,
@@ -45,8 +31,6 @@ class CalibrationTest : public ::testing::Test {
             .amx_bf16_gflops = 0,
             .amx_int8_gops = 1e-3};
   }
-
-  fs::path dir_;
 };
 
 TEST_F(CalibrationTest, RoundTripsThroughANewDirectory) {

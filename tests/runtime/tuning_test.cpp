@@ -4,17 +4,16 @@
 #include "tessera/runtime/tuning.hpp"
 
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "support/harness.hpp"
+#include "support/temp_dir.hpp"
 
 namespace tessera::testing {
 namespace {
@@ -22,24 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using Setting = std::vector<std::int64_t>;
 
-// A directory of its own per test, removed after it.
-class TuningTest : public ::testing::Test {
+// A directory of its own per test (TempDirTest).
+class TuningTest : public TempDirTest {
  protected:
-  TuningTest()
-      : dir_(fs::path(::testing::TempDir()) /
-             fmt::format("tessera_tuning_{}_{}", ::getpid(),
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-  }
-  ~TuningTest() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  void write(const std::string& file, const std::string& text) const {
-    fs::create_directories(fs::path(file).parent_path());
-    std::ofstream(file) << text;
-  }
-
-  fs::path dir_;
+  TuningTest() : TempDirTest("tessera_tuning") {}
 };
 
 TEST_F(TuningTest, RoundTripsThroughANewDirectory) {

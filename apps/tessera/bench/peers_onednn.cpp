@@ -294,6 +294,19 @@ Result<std::unique_ptr<GemmImpl>> make_onednn_gemm(GemmType type, std::int64_t k
   }
 }
 
+OnednnCall onednn_call(std::string kernel, int threads, std::function<void()> execute) {
+  return {[threads, execute = std::move(execute)]() -> Status {
+            try {
+              omp_set_num_threads(threads);
+              execute();
+              return {};
+            } catch (const std::exception& e) {
+              return onednn_error(e);
+            }
+          },
+          std::move(kernel)};
+}
+
 std::string onednn_version() {
   const dnnl::version_t* v = dnnl::version();
   return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);

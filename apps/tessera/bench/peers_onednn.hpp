@@ -49,6 +49,10 @@ struct OnednnCall {
   std::string kernel;           // oneDNN's implementation
 };
 Result<OnednnCall> make_onednn_membound(const OnednnMemboundSpec& spec, int threads);
+// A prepared oneDNN chain as a call: each run first sets the OpenMP thread
+// count (the other peers of a run set theirs) and returns oneDNN's
+// exceptions as a Status. `execute` returns when y is written.
+OnednnCall onednn_call(std::string kernel, int threads, std::function<void()> execute);
 
 // "oneDNN 2.6.3".
 std::string onednn_version();

@@ -109,21 +109,11 @@ Result<OnednnCall> make_onednn_conv(const Tensor& x, const Tensor& w, const Tens
     omp_set_num_threads(threads);  // before the primitives are made: they size their blocking for it
     auto p = std::make_shared<Prepared>();
     prepare(x, w, y, attrs, epilogue, *p);
-    OnednnCall call;
-    call.kernel = p->kernel;
-    call.run = [p, threads]() -> Status {
-      try {
-        // Other peers of the run set other thread counts.
-        omp_set_num_threads(threads);
-        if (p->upsample) p->resample.execute(p->stream, p->resample_args);
-        p->conv.execute(p->stream, p->conv_args);
-        p->stream.wait();
-        return {};
-      } catch (const std::exception& e) {
-        return Status::internal(fmt::format("oneDNN: {}", e.what()));
-      }
-    };
-    return call;
+    return onednn_call(p->kernel, threads, [p] {
+      if (p->upsample) p->resample.execute(p->stream, p->resample_args);
+      p->conv.execute(p->stream, p->conv_args);
+      p->stream.wait();
+    });
   } catch (const std::exception& e) {
     return Status::internal(fmt::format("oneDNN convolution: {}", e.what()));
   }

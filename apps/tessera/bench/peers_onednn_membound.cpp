@@ -134,19 +134,10 @@ Result<OnednnCall> make_onednn_membound(const OnednnMemboundSpec& spec, int thre
     omp_set_num_threads(threads);
     auto p = std::make_shared<Prepared>();
     TESSERA_RETURN_IF_ERROR(prepare(spec, *p));
-    OnednnCall call;
-    call.kernel = p->kernel;
-    call.run = [p, threads]() -> Status {
-      try {
-        omp_set_num_threads(threads);
-        p->primitive.execute(p->stream, p->args);
-        p->stream.wait();
-        return {};
-      } catch (const std::exception& e) {
-        return Status::internal(fmt::format("oneDNN: {}", e.what()));
-      }
-    };
-    return call;
+    return onednn_call(p->kernel, threads, [p] {
+      p->primitive.execute(p->stream, p->args);
+      p->stream.wait();
+    });
   } catch (const std::exception& e) {
     return Status::internal(fmt::format("oneDNN {}: {}", spec.primitive, e.what()));
   }

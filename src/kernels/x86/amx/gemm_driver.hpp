@@ -26,13 +26,13 @@
 
 namespace tessera::kernels::amx {
 
+constexpr std::int64_t kTileAhead = 4;  // steps ahead for B's first fetch (measured: 2 and 8 within noise of 4)
+
 // C[m0:m1, n0:n1] with K in slices of t.k_block (a multiple of kKStep),
 // sized so that a 32-row slice of A and one B panel step fit L1 together.
 // Per slice: A's rows are packed once; then for each 32-row block (its A
 // tiles stay in L1) every B panel of the task is swept (from L2), the
-// accumulators round-tripping through the task's f32 / i32 partial tile.
-constexpr std::int64_t kTileAhead = 4;  // steps ahead for B's first fetch (measured: 2 and 8 within noise of 4)
-
+// accumulators round-tripping through the task's f32 / i32 partial sums.
 template <class Traits>
 static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
                      std::int64_t n0, std::int64_t n1) {

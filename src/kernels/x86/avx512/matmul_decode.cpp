@@ -24,6 +24,18 @@ inline __m512i lane_byte(__m512i d, bool is_unsigned) {
   return is_unsigned ? _mm512_srli_epi32(up, 24) : _mm512_srai_epi32(up, 24);
 }
 
+// The accumulators of ROWS rows x `halves` 16-column halves from column n
+// through the epilogue into C, the halves past n_end left out.
+template <int ROWS, int H>
+inline void store_rows(const MatmulArgs& p, const __m512 (&acc)[ROWS][H], int halves, std::int64_t m0, std::int64_t n,
+                       std::int64_t n_end) {
+  for (int i = 0; i < ROWS; ++i)
+    for (int h = 0; h < halves; ++h) {
+      const std::int64_t col = n + 16 * h;
+      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
+    }
+}
+
 // C[m0 : m0 + ROWS, n : n + 64] for two panels streamed side by side over
 // all of K: each weight row is dequantized in registers and used at once by
 // every row of A, never written back to memory. f32 (more than two rows),
@@ -108,11 +120,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
       }
     }
   }
-  for (int i = 0; i < ROWS; ++i)
-    for (int h = 0; h < 2 * panels; ++h) {
-      const std::int64_t col = n + 16 * h;
-      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
-    }
+  store_rows(p, acc, 2 * panels, m0, n, n_end);
 }
 
 // i4 weights, P panels streamed side by side (one row of A: four streams in
@@ -176,11 +184,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
       for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fnmadd_ps(shift, _mm512_set1_ps(a_sum[i]), acc[i][h]);
     }
   }
-  for (int i = 0; i < ROWS; ++i)
-    for (int h = 0; h < 2 * panels; ++h) {
-      const std::int64_t col = n + 16 * h;
-      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
-    }
+  store_rows(p, acc, 2 * panels, m0, n, n_end);
 }
 
 // f32 weights, one or two rows: four panels at a time, four streams in flight.
@@ -210,11 +214,7 @@ void decode_quad_f32(const MatmulArgs& p, const float* a, std::int64_t lda, std:
       }
     }
   }
-  for (int i = 0; i < ROWS; ++i)
-    for (int h = 0; h < 2 * panels; ++h) {
-      const std::int64_t col = n + 16 * h;
-      if (col < n_end) epilogue16(p, acc[i][h], m0 + i, col, tail_mask(n_end - col));
-    }
+  store_rows(p, acc, 2 * panels, m0, n, n_end);
 }
 
 using DecodePair = void (*)(const MatmulArgs&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t);

@@ -62,6 +62,20 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
   }
 }
 
+// W8A8 for vpdpbusd (u8 x s8): the task's rows of quantized A offset by
+// +128, into thread scratch as [m1 - m0][k_pad]. a_q is zero past K, so the
+// padding becomes 128 and meets zero weights; the kernels take the offset
+// back with the weights' column sums.
+static inline const std::uint8_t* unsigned_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1,
+                                                  std::int64_t k_pad) {
+  auto* a = static_cast<std::uint8_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t((m1 - m0) * k_pad)));
+  for (std::int64_t m = m0; m < m1; ++m)
+    for (std::int64_t k = 0; k < k_pad; k += 64)
+      _mm512_storeu_si512(a + (m - m0) * k_pad + k,
+                          _mm512_xor_si512(_mm512_loadu_si512(p.a_q + m * p.a_q_stride + k), _mm512_set1_epi8(char(0x80))));
+  return a;
+}
+
 // Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k. In an
 // unnamed namespace: member functions are implicitly inline, and `static`
 // cannot be applied to a class.

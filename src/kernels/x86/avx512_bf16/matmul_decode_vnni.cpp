@@ -1,6 +1,5 @@
 #include <algorithm>
 
-#include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/epilogue.hpp"
 #include "kernels/x86/avx512/matmul_pack.hpp"
 
@@ -79,12 +78,8 @@ constexpr DecodePanels kDecodePanels[kMaxRows + 1] = {nullptr, decode_panels<1, 
 // per task.
 void matmul_decode_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                         std::int64_t n1) {
-  const std::int64_t rows = m1 - m0, k_pad = padded_k(DType::i8, std::max<std::int64_t>(p.k, 1));
-  auto* a = static_cast<std::uint8_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * k_pad)));
-  for (std::int64_t m = m0; m < m1; ++m)  // a_q is zero past K, so the padding is 128 and meets zero weights
-    for (std::int64_t k = 0; k < k_pad; k += 64)
-      _mm512_storeu_si512(a + (m - m0) * k_pad + k,
-                          _mm512_xor_si512(_mm512_loadu_si512(p.a_q + m * p.a_q_stride + k), _mm512_set1_epi8(char(0x80))));
+  const std::int64_t k_pad = padded_k(DType::i8, std::max<std::int64_t>(p.k, 1));
+  const std::uint8_t* a = unsigned_a_rows(p, m0, m1, k_pad);
   const std::int64_t lda = k_pad / 4;  // in quads
   for (std::int64_t m = m0; m < m1; m += kMaxRows) {
     const std::int64_t r = std::min(kMaxRows, m1 - m);

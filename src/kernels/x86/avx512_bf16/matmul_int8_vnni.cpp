@@ -55,13 +55,9 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micr
 void matmul_int8_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                       std::int64_t n1) {
   const PackedB& b = *p.packed;
-  const std::int64_t rows = m1 - m0, k_pad = padded_k(DType::i8, std::max<std::int64_t>(p.k, 1)), quads = k_pad / 4;
-  auto* a = static_cast<std::uint8_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * k_pad)));
+  const std::int64_t k_pad = padded_k(DType::i8, std::max<std::int64_t>(p.k, 1)), quads = k_pad / 4;
+  const std::uint8_t* a = unsigned_a_rows(p, m0, m1, k_pad);
   auto* tile = static_cast<std::int32_t*>(thread_scratch(ScratchSlot::partial, std::size_t(kMr * kPanelCols) * 4));
-  for (std::int64_t m = m0; m < m1; ++m)  // a_q is zero past K, so the padding is 128 and meets zero weights
-    for (std::int64_t k = 0; k < k_pad; k += 64)
-      _mm512_storeu_si512(a + (m - m0) * k_pad + k,
-                          _mm512_xor_si512(_mm512_loadu_si512(p.a_q + m * p.a_q_stride + k), _mm512_set1_epi8(char(0x80))));
   for (std::int64_t n = n0; n < n1; n += kPanelCols) {
     const auto* panel = static_cast<const std::int8_t*>(b.values) + (n / kPanelCols) * k_pad * kPanelCols;
     const __m512 w0 = load16(advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff);
