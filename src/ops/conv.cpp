@@ -361,7 +361,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
   spec.im2col = {x.shape[1] * scale, x.shape[2] * scale, y.shape[2], kh, kw, attrs.stride[0], attrs.stride[1],
                  attrs.padding[0], attrs.padding[1], attrs.dilation[0], attrs.dilation[1], cig, attrs.upsample_nearest2x,
-                 x.strides[1], x.strides[2], bytes_of(x.dtype)};
+                 x.strides[1], x.strides[2], std::size_t(bytes_of(x.dtype))};
   const GemmChoice gemm = choose_gemm(ctx, x.dtype, y.dtype, *w, x.shape[0], y.shape[1] * y.shape[2], spec.k);
   spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
   return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));

@@ -3,6 +3,7 @@
 #include <limits>
 #include <optional>
 
+#include "kernels/norm.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -215,6 +216,42 @@ TEST_P(NormTest, KernelChoiceAndTraffic) {
   // x broadcast over rows (stride 0) is read once.
   const TensorDesc xb{DType::f32, {4, 32}, {0, 1}};
   EXPECT_EQ(value_or_die(ops::RmsNorm::plan(ctx_, xb, std::nullopt, x))->bytes_moved(), 128 + 512);
+}
+
+// Streaming stores for y run only past the L3, so the rows are called
+// directly: this level's row with stream_y on against the reference, with
+// parameters stored as f32, bf16 or f16 (converted once per task) or absent.
+TEST_P(NormTest, StreamingRowsWithEveryParameterType) {
+  struct Params {
+    std::optional<DType> gamma, beta;
+  };
+  const Params params[] = {{DType::f32, DType::f32}, {DType::bf16, DType::f16}, {DType::bf16, std::nullopt}, {std::nullopt, std::nullopt}};
+  using kernels::NormKind;
+  for (NormKind kind : {NormKind::rms, NormKind::layer})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (const Params& pr : params)
+        for (std::int64_t cols : {64L, 300L}) {
+          if (kind == NormKind::rms && pr.beta) continue;
+          SCOPED_TRACE(fmt::format("{} {} cols={} gamma={} beta={}", kind == NormKind::rms ? "rms" : "layer", to_string(dt),
+                                   cols, pr.gamma ? to_string(*pr.gamma) : "-", pr.beta ? to_string(*pr.beta) : "-"));
+          const std::int64_t rows = 3;
+          const Tensor x = random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f);
+          const Tensor g = random_tensor(pr.gamma.value_or(DType::f32), {cols}, 2);
+          const Tensor b = random_tensor(pr.beta.value_or(DType::f32), {cols}, 3);
+          Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
+          kernels::NormArgs args{.kind = kind, .x_dtype = dt, .residual_dtype = dt, .sum_dtype = dt,
+                                 .gamma_dtype = pr.gamma.value_or(dt), .beta_dtype = pr.beta.value_or(dt), .y_dtype = dt,
+                                 .cols = cols, .x = x.data(), .x_row_stride = cols, .x_col_stride = 1,
+                                 .gamma = pr.gamma ? g.data() : nullptr, .gamma_stride = 1,
+                                 .beta = pr.beta ? b.data() : nullptr, .beta_stride = 1,
+                                 .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .eps = 1e-5f, .stream_y = true};
+          const kernels::RowProblem problem{dt, dt, args.gamma_dtype, rows, cols, true};
+          const auto* row = kernels::select<kernels::NormFamily>(problem, GetParam());
+          row->run(args, 0, rows);
+          args.y = ref.data();
+          kernels::ref::norm(args, 0, rows);
+          EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, NormTest, ::testing::ValuesIn(isa_levels()), isa_name);

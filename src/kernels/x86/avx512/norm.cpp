@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/norm.hpp"
+#include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
@@ -85,6 +87,19 @@ static inline Moments row_moments_f32(std::int64_t n, float shift, Chunk&& chunk
   return {kSum ? _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) : 0.0, _mm512_reduce_add_pd(_mm512_add_pd(q0, q1))};
 }
 
+// gamma or beta as n f32 values for a task's rows: in place when stored as
+// f32, else converted once into this thread's scratch (absent: n copies of
+// `absent`), so that the output loop has one load and no branch per vector.
+static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot) {
+  if (p && t == DType::f32) return static_cast<const float*>(p);
+  auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
+  for (std::int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = tail_mask(n - c);
+    _mm512_mask_storeu_ps(out + c, m, p ? load16(advance(p, t, c), t, m) : _mm512_set1_ps(absent));
+  }
+  return out;
+}
+
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
 // locals: see unary.cpp. One pass over memory computes v (and stores the sum)
@@ -92,10 +107,11 @@ static inline Moments row_moments_f32(std::int64_t n, float shift, Chunk&& chunk
 template <class X, class V, class Y>
 static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
   const std::int64_t n = a.cols, xs = bytes_of(xt), vs = bytes_of(vt), ys = bytes_of(yt);
-  const DType rt = a.residual_dtype, gt = a.gamma_dtype, bt = a.beta_dtype;
+  const DType rt = a.residual_dtype;
   const std::int64_t rs = bytes_of(rt);
   const bool layer = a.kind == NormKind::layer;
-  const char *gamma = static_cast<const char*>(a.gamma), *beta = static_cast<const char*>(a.beta);
+  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
+  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
   const float eps = a.eps;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
@@ -134,14 +150,27 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     // prefetcher stalls.
     const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : nullptr;
     const char* res_next = x_next && a.residual ? static_cast<const char*>(a.residual) + (r + 1) * a.residual_row_stride * rs : nullptr;
-    for (std::int64_t c = 0; c < n; c += 16) {
-      if (x_next) _mm_prefetch(x_next + c * xs, _MM_HINT_T0);
-      if (res_next) _mm_prefetch(res_next + c * rs, _MM_HINT_T0);
-      const __mmask16 m = tail_mask(n - c);
-      const __m512 g = gamma ? load16(gamma + c * bytes_of(gt), gt, m) : _mm512_set1_ps(1.0f);
-      const __m512 b = beta ? load16(beta + c * bytes_of(bt), bt, m) : _mm512_setzero_ps();
-      const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * vs, vt, m), mean16), inv);
-      put16(y + c * ys, yt, _mm512_fmadd_ps(d, g, b), m, a.stream_y);
+    // Compiled per (beta, streaming stores), so the loop tests neither.
+    const auto output = [&](auto with_beta, auto stream) {
+      for (std::int64_t c = 0; c < n; c += 16) {
+        if (x_next) _mm_prefetch(x_next + c * xs, _MM_HINT_T0);
+        if (res_next) _mm_prefetch(res_next + c * rs, _MM_HINT_T0);
+        const __mmask16 m = tail_mask(n - c);
+        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * vs, vt, m), mean16), inv);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
+        const __m512 out = with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);
+        if constexpr (stream) put16(y + c * ys, yt, out, m, true);
+        else store16(y + c * ys, yt, out, m);
+      }
+    };
+    using On = std::true_type;
+    using Off = std::false_type;
+    if (beta) {
+      if (a.stream_y) output(On(), On());
+      else output(On(), Off());
+    } else {
+      if (a.stream_y) output(Off(), On());
+      else output(Off(), Off());
     }
   }
   if (a.stream_y) _mm_sfence();
