@@ -54,7 +54,14 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
     const bool buffered = !log && visible <= kBufferedCols;
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;  // two chains: the adds' latency does not bound the pass
     const __m512 vm = _mm512_set1_ps(max);
+    // The next row's x is fetched while this one's exps are computed: the
+    // first pass would otherwise wait on memory with the core idle, since
+    // the hardware prefetcher restarts at every page.
+    const char* x_next = r + 1 < r1 ? row.x + a.x_row_stride * xs : nullptr;
+    const std::int64_t next_bytes = x_next ? cols * xs : 0;
+    std::int64_t fetched = 0;
     for (std::int64_t c = 0; c < visible && !empty; c += 16) {
+      if (fetched < next_bytes) _mm_prefetch(x_next + fetched, _MM_HINT_T0), fetched += 64;
       const __mmask16 m = tail_mask(visible - c);
       const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(row.logits(c, m), vm)));
       if (buffered) _mm512_store_ps(exps + c, e);
