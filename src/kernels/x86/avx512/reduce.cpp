@@ -11,23 +11,39 @@ static inline __m512 max_keep_nan(__m512 acc, __m512 v) {
   return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-static double row_sum(const char* x, DType t, std::int64_t len) {
+// The sum of a row in f64: vectors add up in f32 over blocks of 512 columns
+// (32 terms per lane, which f32 holds with room to spare) and each block's
+// sums move to f64 once, since the conversions cost more than the adds. The
+// next row is prefetched meanwhile (one line per vector): a row is a few
+// pages, and the hardware prefetcher restarts at each.
+template <class T>
+static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
   const std::int64_t xs = bytes_of(t);
-  __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;  // two vectors in flight hide the add latency
-  std::int64_t c = 0;
-  for (; c + 32 <= len; c += 32) {
-    add_f64(load16(x + c * xs, t, 0xffff), s0, s1);
-    add_f64(load16(x + (c + 16) * xs, t, 0xffff), s2, s3);
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+  for (std::int64_t c = 0; c < len;) {
+    __m512 p0 = _mm512_setzero_ps(), p1 = p0, p2 = p0, p3 = p0;  // four chains hide the adds' latency
+    const std::int64_t end = len - c > 512 ? c + 512 : len;
+    for (; c + 64 <= end; c += 64) {
+      if (next) _mm_prefetch(next + c * xs, _MM_HINT_T0), _mm_prefetch(next + (c + 32) * xs, _MM_HINT_T0);
+      p0 = _mm512_add_ps(p0, load16(x + c * xs, t, 0xffff));
+      p1 = _mm512_add_ps(p1, load16(x + (c + 16) * xs, t, 0xffff));
+      p2 = _mm512_add_ps(p2, load16(x + (c + 32) * xs, t, 0xffff));
+      p3 = _mm512_add_ps(p3, load16(x + (c + 48) * xs, t, 0xffff));
+    }
+    for (; c < end; c += 16) p0 = _mm512_add_ps(p0, load16(x + c * xs, t, tail_mask(end - c)));
+    add_f64(_mm512_add_ps(_mm512_add_ps(p0, p1), _mm512_add_ps(p2, p3)), s0, s1);
   }
-  for (; c < len; c += 16) add_f64(load16(x + c * xs, t, tail_mask(len - c)), s0, s1);
-  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+  return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
 
-static float row_max(const char* x, DType t, std::int64_t len) {
+// The max of a row, NaN if any element is; the next row prefetched as in row_sum.
+template <class T>
+static float row_max(const char* x, T t, std::int64_t len, const char* next) {
   const std::int64_t xs = bytes_of(t);
   __m512 m0 = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
   std::int64_t c = 0;
   for (; c + 32 <= len; c += 32) {
+    if (next) _mm_prefetch(next + c * xs, _MM_HINT_T0);
     m0 = max_keep_nan(m0, load16(x + c * xs, t, 0xffff));
     m1 = max_keep_nan(m1, load16(x + (c + 16) * xs, t, 0xffff));
   }
@@ -44,7 +60,11 @@ void reduce_rows(const ReduceArgs& a) {
   const double scale = a.kind == ReduceKind::mean ? 1.0 / double(a.length) : 1.0;
   for (std::int64_t j = 0; j < a.n; ++j) {
     const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
-    const float v = a.kind == ReduceKind::max ? row_max(x, a.x_dtype, a.length) : float(row_sum(x, a.x_dtype, a.length) * scale);
+    const char* next = j + 1 < a.n ? x + a.x_stride * xs : nullptr;
+    float v;
+    dispatch_float(a.x_dtype, [&](auto t) {
+      v = a.kind == ReduceKind::max ? row_max(x, t, a.length, next) : float(row_sum(x, t, a.length, next) * scale);
+    });
     store16(static_cast<char*>(a.y) + j * a.y_stride * ys, a.y_dtype, _mm512_set1_ps(v), 1);
   }
 }
