@@ -32,12 +32,13 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
 }
 
 // Operand strides are 0 or 1; y's is 1 (see supports()). The common case, a,
-// b and y of one type, is compiled per type; mixed types take the generic loop.
+// b, c (when present) and y of one type, is compiled per type; mixed types
+// take the generic loop.
 void gated(const GatedArgs& a) {
-  const bool one_type = a.a_dtype == a.b_dtype && a.a_dtype == a.y_dtype;
+  const bool one_type = a.a_dtype == a.b_dtype && a.a_dtype == a.y_dtype && (!a.c || a.c_dtype == a.a_dtype);
   dispatch_act(a.act, [&](auto act) {
     if (one_type)
-      dispatch_float(a.a_dtype, [&](auto t) { run(a, act, t, t, a.c_dtype, t); });
+      dispatch_float(a.a_dtype, [&](auto t) { run(a, act, t, t, t, t); });
     else
       run(a, act, a.a_dtype, a.b_dtype, a.c_dtype, a.y_dtype);
   });
