@@ -15,9 +15,12 @@ static inline __m512 activate16(__m512 v, Act act) {
       return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
     }
     case Act::gelu_tanh: {
-      const __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
-      const __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v), _mm512_set1_ps(0.7978845608028654f));
-      return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(tanh16(u), _mm512_set1_ps(1.0f)));
+      // 0.5 v (1 + tanh(u)) = v / (1 + exp(-2u)), u = 0.79788 (v + 0.044715 v^3):
+      // a third fewer instructions than through tanh16, and no cancellation in
+      // 1 + tanh(u) for u < 0. +-inf and NaN give what the formula gives.
+      const __m512 w = _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.0713548162726f),
+                                                        _mm512_set1_ps(-1.5957691216057308f)));
+      return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(w)));
     }
     case Act::silu: return silu16(v);
     case Act::sigmoid: return sigmoid16(v);

@@ -132,10 +132,14 @@ static inline __m512 sigmoid16(__m512 x) {
   return _mm512_mask_mul_ps(inv, negative, inv, e);
 }
 
-// x * sigmoid(x); -inf gives -0 (not -inf * 0 = NaN).
+// x * sigmoid(x) as x / (1 + exp(-x)): fewer instructions than through
+// sigmoid16, which is what bounds these loops (the division runs on its own
+// unit alongside). Far below 0, exp(-x) overflows to Inf and the quotient is
+// -0, within any tolerance of the true -tiny; -inf gives -0 (not NaN).
 static inline __m512 silu16(__m512 x) {
   const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  return _mm512_mask_mov_ps(_mm512_mul_ps(x, sigmoid16(x)), minus_inf, _mm512_set1_ps(-0.0f));
+  const __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  return _mm512_mask_mov_ps(q, minus_inf, _mm512_set1_ps(-0.0f));
 }
 
 // tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no
