@@ -38,17 +38,7 @@ struct Int8Traits {
 
   static void finish(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m, std::int64_t n,
               std::int64_t n_end) {
-    const PackedB& b = *p.packed;
-    const __m512 w0 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff);
-    const __m512 w1 = avx512::load16(avx512::advance(b.scales, b.scale_dtype, n + 16), b.scale_dtype, 0xffff);
-    const __mmask16 mask0 = tail_mask(n_end - n), mask1 = tail_mask(std::max<std::int64_t>(0, n_end - n - 16));
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const __m512 s = _mm512_set1_ps(p.a_scales[m + i]);
-      const auto* acc = reinterpret_cast<const __m512i*>(tile + i * ld);
-      avx512::epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc)), _mm512_mul_ps(s, w0)), m + i, n, mask0);
-      if (mask1)
-        avx512::epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + 1)), _mm512_mul_ps(s, w1)), m + i, n + 16, mask1);
-    }
+    avx512::epilogue_i32_tile32(p, reinterpret_cast<const std::int32_t*>(tile), ld, rows, m, n, n_end);
   }
 };
 

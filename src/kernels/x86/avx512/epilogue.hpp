@@ -40,14 +40,61 @@ static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std
   }
 }
 
-// Rows [m, m + rows) x columns [n, n + 32) of C from an f32 tile with row stride `ld`.
+// Rows [m, m + rows) x columns [n, n + 32) of C (masked past n_end) from
+// their f32 accumulators: acc(i, h) for row i, columns n + 16 h on. With f32
+// bias, residual and C (the common case) the loop is compiled per activation
+// and reads the arguments from locals; epilogue16 switches on every dtype and
+// the activation per vector and, since a store to C may alias the arguments,
+// reloads them each time.
+template <class Acc>
+static inline void epilogue_rows32(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n,
+                                   std::int64_t n_end, Acc&& acc) {
+  const __mmask16 mask[2] = {tail_mask(n_end - n), tail_mask(std::max<std::int64_t>(0, n_end - n - 16))};
+  const int halves = mask[1] ? 2 : 1;
+  const EpilogueArgs e = a.ep;
+  const bool f32 = a.c_dtype == DType::f32 && (!e.bias || e.bias_dtype == DType::f32) &&
+                   (!e.residual || e.residual_dtype == DType::f32);
+  if (!f32) {
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (int h = 0; h < halves; ++h) epilogue16(a, acc(i, h), m + i, n + 16 * h, mask[h]);
+    return;
+  }
+  float* c = static_cast<float*>(a.c) + m * a.c_row_stride + n;
+  const std::int64_t ldc = a.c_row_stride, ldr = e.residual_row_stride;
+  const float* r = e.residual ? static_cast<const float*>(e.residual) + m * ldr + n : nullptr;
+  const __m512 scale = _mm512_set1_ps(e.scale);
+  __m512 bias[2];
+  for (int h = 0; h < 2; ++h)
+    bias[h] = e.bias ? _mm512_maskz_loadu_ps(mask[h], static_cast<const float*>(e.bias) + n + 16 * h) : _mm512_setzero_ps();
+  dispatch_act(e.act, [&](auto act) {
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (int h = 0; h < halves; ++h) {
+        __m512 v = _mm512_mul_ps(acc(i, h), scale);  // then the bias: the rounding epilogue_value16 does
+        if (e.bias) v = _mm512_add_ps(v, bias[h]);
+        v = activate16(v, act);
+        if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[h], r + i * ldr + 16 * h));
+        _mm512_mask_storeu_ps(c + i * ldc + 16 * h, mask[h], v);
+      }
+  });
+}
+
+// From an f32 tile with row stride `ld`.
 static inline void epilogue_tile32(const MatmulArgs& a, const float* tile, std::int64_t ld, std::int64_t rows,
                                    std::int64_t m, std::int64_t n, std::int64_t n_end) {
-  const __mmask16 mask0 = tail_mask(n_end - n), mask1 = tail_mask(std::max<std::int64_t>(0, n_end - n - 16));
-  for (std::int64_t i = 0; i < rows; ++i) {
-    epilogue16(a, _mm512_loadu_ps(tile + i * ld), m + i, n, mask0);
-    if (mask1) epilogue16(a, _mm512_loadu_ps(tile + i * ld + 16), m + i, n + 16, mask1);
-  }
+  epilogue_rows32(a, rows, m, n, n_end, [&](std::int64_t i, int h) { return _mm512_loadu_ps(tile + i * ld + 16 * h); });
+}
+
+// From an i32 tile of int8 x int8 sums (row stride `ld`): each times its row's
+// scale (W8A8: A's per-token scale) and its column's weight scale.
+static inline void epilogue_i32_tile32(const MatmulArgs& a, const std::int32_t* tile, std::int64_t ld, std::int64_t rows,
+                                       std::int64_t m, std::int64_t n, std::int64_t n_end) {
+  const PackedB& b = *a.packed;
+  const __m512 w[2] = {load16(advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff),
+                       load16(advance(b.scales, b.scale_dtype, n + 16), b.scale_dtype, 0xffff)};
+  epilogue_rows32(a, rows, m, n, n_end, [&](std::int64_t i, int h) {
+    const __m512 exact = _mm512_cvtepi32_ps(_mm512_loadu_si512(tile + i * ld + 16 * h));
+    return _mm512_mul_ps(exact, _mm512_mul_ps(_mm512_set1_ps(a.a_scales[m + i]), w[h]));
+  });
 }
 
 }  // namespace tessera::kernels::avx512

@@ -60,18 +60,10 @@ void matmul_int8_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0,
   auto* tile = static_cast<std::int32_t*>(thread_scratch(ScratchSlot::partial, std::size_t(kMr * kPanelCols) * 4));
   for (std::int64_t n = n0; n < n1; n += kPanelCols) {
     const auto* panel = static_cast<const std::int8_t*>(b.values) + (n / kPanelCols) * k_pad * kPanelCols;
-    const __m512 w0 = load16(advance(b.scales, b.scale_dtype, n), b.scale_dtype, 0xffff);
-    const __m512 w1 = load16(advance(b.scales, b.scale_dtype, n + 16), b.scale_dtype, 0xffff);
-    const __mmask16 mask0 = tail_mask(n1 - n), mask1 = tail_mask(std::max<std::int64_t>(0, n1 - n - 16));
     for (std::int64_t m = m0; m < m1; m += kMr) {
       const std::int64_t mr = std::min(kMr, m1 - m);
       kMicroTiles[mr](p.k > 0 ? quads : 0, reinterpret_cast<const std::uint32_t*>(a + (m - m0) * k_pad), quads, panel, tile);
-      for (std::int64_t i = 0; i < mr; ++i) {
-        const __m512 s = _mm512_set1_ps(p.a_scales[m + i]);
-        const auto* acc = reinterpret_cast<const __m512i*>(tile + i * kPanelCols);
-        epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc)), _mm512_mul_ps(s, w0)), m + i, n, mask0);
-        if (mask1) epilogue16(p, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(acc + 1)), _mm512_mul_ps(s, w1)), m + i, n + 16, mask1);
-      }
+      epilogue_i32_tile32(p, tile, kPanelCols, mr, m, n, n1);
     }
   }
 }
