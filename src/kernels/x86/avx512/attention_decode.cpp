@@ -54,10 +54,10 @@ struct Prefetcher {
   int count = 0, next = 0;
   void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n, std::int64_t row_bytes) {
     count = next = 0;
-    const std::int64_t elt = bytes_of(kv.dtype);
+    KvRows<kKeys> rows;  // the addresses as the kernel gathers them: no division per key
+    gather_rows(kv, tb, n, rows);
     for (std::int64_t i = 0; i < n; ++i) {
-      const char* k = static_cast<const char*>(kv.k) + kv_token_offset(kv, tb + i, kv.k_token_stride) * elt;
-      const char* v = static_cast<const char*>(kv.v) + kv_token_offset(kv, tb + i, kv.v_token_stride) * elt;
+      const char *k = static_cast<const char*>(rows.k[i]), *v = static_cast<const char*>(rows.v[i]);
       for (std::int64_t b = 0; b < row_bytes; b += 64) line[count++] = k + b, line[count++] = v + b;
     }
   }
@@ -155,7 +155,7 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     const float m_new = std::max(m[r], _mm512_reduce_max_ps(x));
     if (m_new == kNegInf) continue;  // nothing visible with a finite logit yet
     const __m512 pr = _mm512_maskz_mov_ps(visible, exp16(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
-    alpha[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_new);
+    alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16(_mm512_set1_ps(m[r] - m_new)));  // no libm call per row and block
     l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(pr);
     m[r] = m_new;
     _mm512_store_ps(p + r * kKeys, v_scale ? _mm512_mul_ps(pr, _mm512_load_ps(v_scale)) : pr);
