@@ -99,6 +99,26 @@ TEST_P(LayoutTest, StreamingTransposeRowsMatchTheReference) {
     }
 }
 
+// Rows copied with streaming stores: y rows that start anywhere within a
+// line (the aligned lines stream, the head and tail are masked).
+TEST_P(LayoutTest, StreamingCopyRowsMatchTheReference) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t cols : {1L, 15L, 64L, 333L})
+      for (std::int64_t shift : {0L, 1L, 7L}) {
+        SCOPED_TRACE(fmt::format("{} cols={} y shifted by {}", to_string(dt), cols, shift));
+        const std::int64_t rows = 3, ld = cols + 9;
+        Tensor x = random_tensor(dt, {rows, cols}, 9);
+        Tensor y = zeros(dt, {rows * ld + shift}), ref = zeros(dt, {rows * ld + shift});
+        kernels::ReorderArgs args{dt, dt, rows, cols, x.data(), cols, 1, static_cast<char*>(y.data()) + shift * bytes_of(dt), ld, 1, true};
+        const kernels::ReorderProblem problem{kernels::ReorderMode::copy, dt, dt, rows, cols, rows * cols};
+        const auto* row = kernels::select<kernels::ReorderFamily>(problem, GetParam());
+        row->run(args);
+        args.y = static_cast<char*>(ref.data()) + shift * bytes_of(dt);
+        kernels::ref::reorder(args);
+        EXPECT_TRUE(identical(y, ref)) << row->name;
+      }
+}
+
 TEST_P(LayoutTest, StreamingElementwiseRowsMatchTheReference) {
   for (DType dt : kFloatTypes)
     for (std::int64_t n : {1L, 17L, 100L, 1000L}) {

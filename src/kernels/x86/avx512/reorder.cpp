@@ -31,7 +31,7 @@ static void copy_runs(const ReorderArgs& a) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     if (a.x_dtype == a.y_dtype) {
-      std::memcpy(y, x, std::size_t(a.cols * xs));
+      copy_bytes(y, x, a.cols * xs, a.stream_y);
       continue;
     }
     for (std::int64_t c = 0; c < a.cols; c += 16) {

@@ -67,19 +67,6 @@ void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, ch
   }
 }
 
-// Copies n bytes, 64 at a time, the last piece masked; whole aligned lines
-// with streaming stores when `stream` (see put16).
-void copy_bytes(char* dst, const char* src, std::int64_t n, bool stream) {
-  for (std::int64_t b = 0; b < n; b += 64) {
-    const __mmask64 m = n - b >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - b)) - 1;
-    const __m512i v = _mm512_maskz_loadu_epi8(m, src + b);
-    if (stream && m == ~__mmask64(0) && (reinterpret_cast<std::uintptr_t>(dst + b) & 63) == 0)
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + b), v);
-    else
-      _mm512_mask_storeu_epi8(dst + b, m, v);
-  }
-}
-
 // channels > 1 (NHWC): one output pixel at a time, its channels 16 at a time.
 void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
   const std::int64_t es = bytes_of(a.dtype), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;

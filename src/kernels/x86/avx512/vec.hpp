@@ -3,6 +3,7 @@
 // these ISA-specific copies never leave their translation unit.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,6 +56,23 @@ static inline void put16(void* p, DType t, __m512 v, __mmask16 m, bool stream) {
     case DType::f16: _mm256_stream_si256(static_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
     default: _mm512_stream_ps(static_cast<float*>(p), v); break;
   }
+}
+
+// Copies n bytes. With `stream`, the whole 64-byte lines of dst go out as
+// streaming stores (no read for ownership; end with _mm_sfence(), see put16),
+// the unaligned head and the tail as masked stores.
+static inline void copy_bytes(char* dst, const char* src, std::int64_t n, bool stream) {
+  const auto masked = [&](std::int64_t at, std::int64_t len) {
+    const __mmask64 m = len >= 64 ? ~__mmask64(0) : (__mmask64(1) << len) - 1;
+    _mm512_mask_storeu_epi8(dst + at, m, _mm512_maskz_loadu_epi8(m, src + at));
+  };
+  std::int64_t b = 0;
+  if (stream) {
+    const std::int64_t head = std::min<std::int64_t>(n, std::int64_t(-reinterpret_cast<std::uintptr_t>(dst) & 63));
+    if (head > 0) masked(0, head);
+    for (b = head; b + 64 <= n; b += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + b), _mm512_loadu_si512(src + b));
+  }
+  for (; b < n; b += 64) masked(b, n - b);
 }
 
 // v's 16 lanes added into f64 accumulators (lo: lanes 0-7, hi: 8-15), for
