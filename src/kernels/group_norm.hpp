@@ -37,6 +37,7 @@ struct GroupNormCoefs {
   const float* bias;   // beta
   std::int64_t stride;
   bool silu;
+  bool stream_y;  // streaming stores for y: the op moves more than the L3 holds (ElementwiseTiling::stream_output)
 };
 
 struct GroupNormProblem {

@@ -120,6 +120,7 @@ struct GroupNormState {
   // Channels last: samples whose statistics and output are computed before
   // the next ones are read, so that the apply pass finds them in the L3.
   std::int64_t samples_per_pass = 1;
+  bool stream_y = false;  // y past the L3: streaming stores
 };
 
 class GroupNormPlan final : public Plan {
@@ -201,7 +202,7 @@ class GroupNormPlan final : public Plan {
         const double inv = inv_std(m, s_.attrs.eps);
         for (std::int64_t c = c0; c < c0 + cg; ++c) {
           const float mean = float(m.mean), scale = float(t.gamma.at(c, 1.0f) * inv), bias = t.beta.at(c, 0.0f);
-          const kernels::GroupNormCoefs coefs{&mean, &scale, &bias, 0, s_.attrs.silu};
+          const kernels::GroupNormCoefs coefs{&mean, &scale, &bias, 0, s_.attrs.silu, s_.stream_y};
           const Offsets plane = offsets_at(n, c);
           for_blocks(s_.apply, 0, s_.apply.count(), [&](const Offsets& off, std::int64_t lines) {
             kernels_.apply(t.lines(plane, off, lines, s_.apply), coefs);
@@ -278,7 +279,7 @@ class GroupNormPlan final : public Plan {
     pool.parallel_for(units, s_.units_per_task, [&](std::int64_t b, std::int64_t e) {
       for_units(u0 + b, u0 + e, [&](std::int64_t, std::int64_t n, const Offsets& base, std::int64_t p0, std::int64_t p1) {
         const float* mean = coefs + n * 3 * C;
-        const kernels::GroupNormCoefs k{mean, mean + C, mean + 2 * C, 1, s_.attrs.silu};
+        const kernels::GroupNormCoefs k{mean, mean + C, mean + 2 * C, 1, s_.attrs.silu, s_.stream_y};
         for_blocks(s_.apply, p0, p1, [&](const Offsets& off, std::int64_t lines) {
           kernels_.apply(t.lines(base, off, lines, s_.apply), k);
         });
@@ -393,6 +394,7 @@ Result<PlanPtr> GroupNorm::plan(Context& ctx, const TensorDesc& x, const std::op
   }
   const kernels::GroupNormProblem problem{x.numel(), bytes_per_element, unit_stride};
   const auto* row = kernels::select<kernels::GroupNormFamily>(problem, ctx.isa());
+  s.stream_y = row->tiling(problem, ctx.hw()).stream_output;
   if (x.numel() > 0) {
     if (attrs.channels_last) {
       // Tasks are sized for one pass of samples, the work between two waits.

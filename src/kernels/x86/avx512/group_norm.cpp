@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "kernels/group_norm.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
@@ -125,16 +127,26 @@ void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
     const float *mean = c.mean, *scale = c.scale, *bias = c.bias;
     const std::int64_t stride = c.stride;
     const bool silu = c.silu;
-    for (std::int64_t l = 0; l < b.lines; ++l)
-      for (std::int64_t i = 0; i < b.len; i += 16) {
-        const __mmask16 m = tail_mask(b.len - i);
-        const __m512 v = b.sum.data ? b.sum.load(l, i, m) : b.input16(l, i, m);
-        __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef16(mean, stride, i, m)), coef16(scale, stride, i, m),
-                                   coef16(bias, stride, i, m));
-        if (silu) t = silu16(t);
-        if (b.mul.data) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
-        store16(b.y.at(l, i), b.y.t, t, m);
-      }
+    // Compiled with and without streaming stores, so the loop does not test for them.
+    const auto lines = [&](auto stream) {
+      for (std::int64_t l = 0; l < b.lines; ++l)
+        for (std::int64_t i = 0; i < b.len; i += 16) {
+          const __mmask16 m = tail_mask(b.len - i);
+          const __m512 v = b.sum.data ? b.sum.load(l, i, m) : b.input16(l, i, m);
+          __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef16(mean, stride, i, m)), coef16(scale, stride, i, m),
+                                     coef16(bias, stride, i, m));
+          if (silu) t = silu16(t);
+          if (b.mul.data) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
+          if constexpr (stream) put16(b.y.at(l, i), b.y.t, t, m, true);
+          else store16(b.y.at(l, i), b.y.t, t, m);
+        }
+    };
+    if (c.stream_y) {
+      lines(std::true_type());
+      _mm_sfence();
+    } else {
+      lines(std::false_type());
+    }
   });
 }
 
