@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/group_norm.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -320,6 +321,29 @@ TEST_P(GroupNormTest, KernelChoiceAndTraffic) {
   const TensorDesc xt{DType::f32, {1, 8, 8, 64}, {4096, 8, 1, 64}};
   EXPECT_EQ(value_or_die(ops::GroupNorm::plan(ctx_, xt, std::nullopt, std::nullopt, xt, {.channels_last = true}))->kernel(),
             "group_norm_ref");
+}
+
+// Streaming stores for y run only past the L3, so the apply pass is called
+// directly: this level's row with stream_y on against the reference row.
+TEST_P(GroupNormTest, StreamingApplyMatchesTheReference) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool silu : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} silu={}", to_string(dt), silu));
+      const std::int64_t lines = 3, len = 70;
+      const Tensor x = random_tensor(dt, {lines, len}, 11, -3.0f, 3.0f);
+      const Tensor mean = random_tensor(DType::f32, {len}, 12), scale = random_tensor(DType::f32, {len}, 13);
+      const Tensor bias = random_tensor(DType::f32, {len}, 14);
+      Tensor y = zeros(dt, {lines, len}), ref = zeros(dt, {lines, len});
+      const kernels::GroupNormOperand none{nullptr, dt, 0, 1};
+      kernels::GroupNormLines block{{x.data(), dt, len, 1}, none, none, {y.data(), dt, len, 1}, none, lines, len};
+      const kernels::GroupNormCoefs coefs{mean.data_as<float>(), scale.data_as<float>(), bias.data_as<float>(), 1, silu, true};
+      const kernels::GroupNormProblem problem{lines * len, 2 * std::int64_t(bytes_of(dt)), true};
+      const auto* row = kernels::select<kernels::GroupNormFamily>(problem, GetParam());
+      row->run.apply(block, coefs);
+      block.y.data = ref.data();
+      kernels::ref::group_norm_apply(block, coefs);
+      EXPECT_TRUE(close(y, ref, tolerance_for(dt))) << row->name;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GroupNormTest, ::testing::ValuesIn(isa_levels()), isa_name);
