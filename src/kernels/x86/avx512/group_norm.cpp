@@ -40,9 +40,7 @@ struct Block {
   // v as the statistics see it: written to sum when there is one, and read back rounded.
   __m512 stats16(std::int64_t l, std::int64_t i, __mmask16 m) const {
     const __m512 v = input16(l, i, m);
-    if (!sum.data) return v;
-    store16(sum.at(l, i), sum.t, v, m);
-    return sum.load(l, i, m);
+    return sum.data ? store16_rounded(sum.at(l, i), sum.t, v, m) : v;
   }
 };
 

@@ -126,9 +126,8 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
       return rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
     };
     const auto first_pass = [&](std::int64_t c, __mmask16 m) {
-      const __m512 t = value(c, m);
-      if (res) store16(sum + c * vs, vt, t, m);
-      return t;
+      if (!res) return load16(x + c * xs, xt, m);
+      return store16_rounded(sum + c * vs, vt, _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), m);
     };
     if (res) v = sum;
     // Layer norm centres on the row's first value; RMS needs the raw squares.
