@@ -1,4 +1,5 @@
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/resize.hpp"
 #include "kernels/x86/avx512/vec.hpp"
@@ -11,9 +12,10 @@ namespace {
 // indices [first, last] (they never decrease along a row). Spans of up to
 // 32 elements — every upsample, and downsamples to about half — sit in one
 // or two registers and are picked with a permute; wider ones are gathered.
+template <class T>
 class Window {
  public:
-  Window(const char* row, DType t, std::int64_t width, std::int64_t first, std::int64_t last)
+  Window(const char* row, T t, std::int64_t width, std::int64_t first, std::int64_t last)
       : row_(row), t_(t), first_(first), span_(last - first) {
     const std::int64_t es = bytes_of(t);
     // Masked to the row: the last block's window may reach past its end.
@@ -37,7 +39,7 @@ class Window {
 
  private:
   const char* row_;
-  DType t_;
+  T t_;
   std::int64_t first_, span_;
   __m512 lo_ = _mm512_setzero_ps(), hi_ = _mm512_setzero_ps();
 };
@@ -45,37 +47,40 @@ class Window {
 __m512 blend(__m512 w0, __m512 a, __m512 w1, __m512 b) { return _mm512_fmadd_ps(w1, b, _mm512_mul_ps(w0, a)); }
 
 // channels == 1 (NCHW): 16 output columns at a time, their sources picked
-// from a window of the source row(s).
-void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
-  const std::int64_t es = bytes_of(a.dtype);
+// from a window of the source row(s). T: the storage type, at compile time
+// in the common case; Stream: streaming stores for y.
+template <class T, class Stream>
+void resize_columns(const ResizeArgs& a, T t, Stream stream, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(t);
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; w += 16) {
     const __mmask16 m = tail_mask(a.out_width - w);
     const __m512i i0 = _mm512_loadu_si512(c.i0 + w);
     if (!a.bilinear) {
-      const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 15]);
-      put16(y + w * es, a.dtype, src.pick(i0), m, a.stream_y);
+      const Window src(top, t, a.in_width, c.i0[w], c.i0[w + 15]);
+      put16(y + w * es, t, src.pick(i0), m, stream);
       continue;
     }
     const __m512i i1 = _mm512_loadu_si512(c.i1 + w);
     const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
-    const Window up(top, a.dtype, a.in_width, c.i0[w], c.i1[w + 15]);
-    const Window down(bottom, a.dtype, a.in_width, c.i0[w], c.i1[w + 15]);
+    const Window up(top, t, a.in_width, c.i0[w], c.i1[w + 15]);
+    const Window down(bottom, t, a.in_width, c.i0[w], c.i1[w + 15]);
     const __m512 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
     const __m512 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
-    put16(y + w * es, a.dtype, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m, a.stream_y);
+    put16(y + w * es, t, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m, stream);
   }
 }
 
 // channels > 1 (NHWC): one output pixel at a time, its channels 16 at a time.
-void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
-  const std::int64_t es = bytes_of(a.dtype), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
+template <class T, class Stream>
+void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(t), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; ++w) {
     char* out = y + w * yp;
     const std::int64_t left = c.i0[w] * xp;
     if (!a.bilinear) {
-      copy_bytes(out, top + left, a.channels * es, a.stream_y);  // nearest moves the elements as they are
+      copy_bytes(out, top + left, a.channels * es, stream);  // nearest moves the elements as they are
       continue;
     }
     const std::int64_t right = c.i1[w] * xp;
@@ -84,28 +89,38 @@ void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, cha
     for (std::int64_t ch = 0; ch < a.channels; ch += 16) {
       const __mmask16 m = tail_mask(a.channels - ch);
       const std::int64_t at = ch * es;
-      const __m512 upper = blend(wx0, load16(top + left + at, a.dtype, m), wx1, load16(top + right + at, a.dtype, m));
-      const __m512 lower =
-          blend(wx0, load16(bottom + left + at, a.dtype, m), wx1, load16(bottom + right + at, a.dtype, m));
-      put16(out + at, a.dtype, blend(wy0, upper, wy1, lower), m, a.stream_y);
+      const __m512 upper = blend(wx0, load16(top + left + at, t, m), wx1, load16(top + right + at, t, m));
+      const __m512 lower = blend(wx0, load16(bottom + left + at, t, m), wx1, load16(bottom + right + at, t, m));
+      put16(out + at, t, blend(wy0, upper, wy1, lower), m, stream);
     }
   }
 }
 
-}  // namespace
-
-void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t es = bytes_of(a.dtype);
+// Rows [r0, r1), compiled per storage type and streaming mode, the
+// arguments in a local copy (a store through y may alias them).
+template <class T, class Stream>
+void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
+  const ResizeArgs a = args;
+  const std::int64_t es = bytes_of(t);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
     const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     if (a.channels == 1)
-      resize_columns(a, top, bottom, y, r);
+      resize_columns(a, t, stream, top, bottom, y, r);
     else
-      resize_pixels(a, top, bottom, y, r);
+      resize_pixels(a, t, stream, top, bottom, y, r);
   }
+}
+
+}  // namespace
+
+void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  dispatch_float(a.dtype, [&](auto t) {
+    if (a.stream_y) resize_rows(a, t, std::true_type(), r0, r1);
+    else resize_rows(a, t, std::false_type(), r0, r1);
+  });
   if (a.stream_y) _mm_sfence();
 }
 
