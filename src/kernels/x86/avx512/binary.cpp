@@ -27,7 +27,13 @@ static void run(const BinaryArgs& a, A at, B bt, Y yt) {
   const bool stream = a.stream_y;
   const __m512 av0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(pa, at, 1)));
   const __m512 bv0 = _mm512_set1_ps(_mm512_cvtss_f32(load16(pb, bt, 1)));
-  for (std::int64_t i = 0; i < n; i += 16) {
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {  // two vectors per step, no masks
+    const __m512 x0 = as ? load16(pa + i * as, at, 0xffff) : av0, x1 = as ? load16(pa + (i + 16) * as, at, 0xffff) : av0;
+    const __m512 y0 = bs ? load16(pb + i * bs, bt, 0xffff) : bv0, y1 = bs ? load16(pb + (i + 16) * bs, bt, 0xffff) : bv0;
+    put32(py + i * ys, yt, apply<K>(x0, y0), apply<K>(x1, y1), stream);
+  }
+  for (; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 x = as ? load16(pa + i * as, at, m) : av0;
     const __m512 y = bs ? load16(pb + i * bs, bt, m) : bv0;

@@ -21,8 +21,7 @@ void unary(const UnaryArgs& a) {
         for (; i + 32 <= n; i += 32) {  // two independent vectors per step, no masks
           const __m512 a0 = activate16(load16(x + i * xs, xt, all), act);
           const __m512 a1 = activate16(load16(x + (i + 16) * xs, xt, all), act);
-          put16(y + i * ys, yt, a0, all, stream);
-          put16(y + (i + 16) * ys, yt, a1, all, stream);
+          put32(y + i * ys, yt, a0, a1, stream);
         }
         for (; i < n; i += 16) {
           const __mmask16 m = tail_mask(n - i);

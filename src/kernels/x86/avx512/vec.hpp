@@ -63,6 +63,22 @@ static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m) {
   }
 }
 
+// 32 values as bf16 (to_bf16's rounding and NaN handling) in one vector:
+// each lane rounded in place, its upper half the bf16, and one word permute
+// gathers the 32 upper halves in order; two to_bf16 would narrow with two
+// vpmovdw of two micro-ops each.
+static inline __m512i to_bf16x2(__m512 v0, __m512 v1) {
+  const auto rounded = [](__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
+  };
+  const __m512i upper_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                                25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  return _mm512_permutex2var_epi16(rounded(v0), upper_halves, rounded(v1));
+}
+
 // Stores n <= 16 elements (masked) as store16 does, or, when `stream` and
 // the 16 fill a whole aligned vector, with a streaming store (no read of the
 // line first). A kernel that streams ends with _mm_sfence(), so its writes
@@ -92,6 +108,22 @@ static inline void copy_bytes(char* dst, const char* src, std::int64_t n, bool s
     for (b = head; b + 64 <= n; b += 64) _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + b), _mm512_loadu_si512(src + b));
   }
   for (; b < n; b += 64) masked(b, n - b);
+}
+
+// Stores 32 elements (v0 then v1, no mask) as two put16 would. 16-bit types
+// go out as one 64-byte vector: a whole line when aligned, so a streaming
+// store leaves no half-written line in the write-combining buffers.
+static inline void put32(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
+  if (t == DType::f32) {
+    put16(p, t, v0, 0xffff, stream);
+    put16(static_cast<char*>(p) + 64, t, v1, 0xffff, stream);
+    return;
+  }
+  const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
+                                     : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                                          _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
+  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
+  else _mm512_storeu_si512(p, h);
 }
 
 // v's 16 lanes added into f64 accumulators (lo: lanes 0-7, hi: 8-15), for
