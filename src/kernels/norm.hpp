@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/tiling.hpp"
 
 namespace tessera::kernels {
@@ -42,6 +43,19 @@ struct NormArgs {
 static inline double inv_std(double var, float eps) {
   const double d = var + double(eps);
   return d > 0.0 ? 1.0 / std::sqrt(d) : 0.0;
+}
+
+// Calls f(x type, v type, y type), v being the row normalized (the sum as
+// stored when there is a residual, else x): compile-time constants
+// (std::integral_constant) when the three share one float type, so that the
+// kernels' loops are compiled per type; else the run-time DTypes.
+template <class F>
+inline void with_norm_types(const NormArgs& a, F&& f) {
+  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
+  if (vt == a.x_dtype && vt == a.y_dtype)
+    dispatch_float(vt, [&](auto t) { f(t, t, t); });
+  else
+    f(a.x_dtype, vt, a.y_dtype);
 }
 
 struct NormFamily {

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/norm.hpp"
+#include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -43,13 +44,31 @@ static inline double row_sum(std::int64_t n, Chunk&& chunk) {
   return hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
 }
 
-void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
+// gamma or beta as n f32 values for a task's rows: in place when stored as
+// f32, else converted once (absent: n copies of `absent`), so that the output
+// loop has one plain load and no dtype switch per vector.
+static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot) {
+  if (p && t == DType::f32) return static_cast<const float*>(p);
+  auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
+  for (std::int64_t c = 0; c < n; c += 8) {
+    const std::int64_t k = std::min<std::int64_t>(8, n - c);
+    store8_n(out + c, DType::f32, p ? load8_n(advance(p, t, c), t, k) : _mm256_set1_ps(absent), k);
+  }
+  return out;
+}
+
+// The rows for storage types known at compile time (X: x; V: the row
+// normalized, sum's type with a residual; Y: y) or read from the arguments,
+// the arguments in a local copy (a store through y or sum may alias them).
+template <class X, class V, class Y>
+static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+  const NormArgs a = args;
   const std::int64_t n = a.cols;
-  const std::int64_t xs = bytes_of(a.x_dtype), rs = bytes_of(a.residual_dtype), ss = bytes_of(a.sum_dtype), ys = bytes_of(a.y_dtype);
-  // The row normalized: the sum as stored when there is a residual, else x.
-  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
-  const std::int64_t vs = bytes_of(vt);
+  const std::int64_t xs = bytes_of(xt), rs = bytes_of(a.residual_dtype), vs = bytes_of(vt), ys = bytes_of(yt);
+  const DType rt = a.residual_dtype;
   const bool layer = a.kind == NormKind::layer;
+  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
+  const float* beta = affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
@@ -57,15 +76,15 @@ void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
     double total = 0.0;  // of v, for the mean
     if (a.residual) {
       const char* res = static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs;
-      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * ss;
+      char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * vs;
       total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) {
-        const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, a.x_dtype, k), load8_n(res + c * rs, a.residual_dtype, k)), a.sum_dtype);
-        store8_n(sum + c * ss, a.sum_dtype, t, k);
+        const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, xt, k), load8_n(res + c * rs, rt, k)), vt);
+        store8_n(sum + c * vs, vt, t, k);
         return t;
       });
       v = sum;
     } else if (layer) {
-      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) { return load8_n(x + c * xs, a.x_dtype, k); });
+      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) { return load8_n(x + c * xs, xt, k); });
     }
     const double mean = layer ? total / double(n) : 0.0;
     const __m256 mean8 = _mm256_set1_ps(float(mean));
@@ -76,12 +95,15 @@ void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
     const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
     for (std::int64_t c = 0; c < n; c += 8) {
       const std::int64_t k = std::min<std::int64_t>(8, n - c);
-      const __m256 g = a.gamma ? load8_n(advance(a.gamma, a.gamma_dtype, c), a.gamma_dtype, k) : _mm256_set1_ps(1.0f);
-      const __m256 b = a.beta ? load8_n(advance(a.beta, a.beta_dtype, c), a.beta_dtype, k) : _mm256_setzero_ps();
       const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8), inv);
-      store8_n(y + c * ys, a.y_dtype, _mm256_fmadd_ps(d, g, b), k);
+      const __m256 g = load8_n(gamma + c, DType::f32, k), b = load8_n(beta + c, DType::f32, k);
+      store8_n(y + c * ys, yt, _mm256_fmadd_ps(d, g, b), k);
     }
   }
+}
+
+void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
+  with_norm_types(a, [&](auto xt, auto vt, auto yt) { norm_rows(a, xt, vt, yt, r0, r1); });
 }
 
 }  // namespace tessera::kernels::avx2

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/dispatch.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels::avx2 {

@@ -176,12 +176,7 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
 }
 
 void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
-  // The row normalized, v, is the sum as stored when there is a residual, else x.
-  const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
-  if (vt == a.x_dtype && vt == a.y_dtype)
-    dispatch_float(vt, [&](auto t) { norm_rows(a, t, t, t, r0, r1); });
-  else
-    norm_rows(a, a.x_dtype, vt, a.y_dtype, r0, r1);
+  with_norm_types(a, [&](auto xt, auto vt, auto yt) { norm_rows(a, xt, vt, yt, r0, r1); });
 }
 
 }  // namespace tessera::kernels::avx512

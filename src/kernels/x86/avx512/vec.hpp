@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/dispatch.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels::avx512 {
@@ -131,17 +132,6 @@ static inline void put32(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
 static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
   lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
   hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-}
-
-// Calls f(std::integral_constant<DType, T>{}) for a float storage type t, so
-// a kernel's loop can be compiled per type, with no switch inside it.
-template <class F>
-static inline void dispatch_float(DType t, F&& f) {
-  switch (t) {
-    case DType::bf16: return f(std::integral_constant<DType, DType::bf16>{});
-    case DType::f16: return f(std::integral_constant<DType, DType::f16>{});
-    default: return f(std::integral_constant<DType, DType::f32>{});
-  }
 }
 
 static inline const void* advance(const void* p, DType t, std::int64_t n) { return static_cast<const char*>(p) + n * bytes_of(t); }
