@@ -45,8 +45,8 @@ static inline double row_sum(std::int64_t n, Chunk&& chunk) {
 }
 
 // gamma or beta as n f32 values for a task's rows: in place when stored as
-// f32, else converted once (absent: n copies of `absent`), so that the output
-// loop has one plain load and no dtype switch per vector.
+// f32, else converted once (absent: n copies of `absent`, for gamma), so that
+// the output loop has one plain load and no dtype switch per vector.
 static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot) {
   if (p && t == DType::f32) return static_cast<const float*>(p);
   auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
@@ -68,7 +68,7 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
   const DType rt = a.residual_dtype;
   const bool layer = a.kind == NormKind::layer;
   const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
-  const float* beta = affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel);
+  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
@@ -96,7 +96,7 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
     for (std::int64_t c = 0; c < n; c += 8) {
       const std::int64_t k = std::min<std::int64_t>(8, n - c);
       const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8), inv);
-      const __m256 g = load8_n(gamma + c, DType::f32, k), b = load8_n(beta + c, DType::f32, k);
+      const __m256 g = load8_n(gamma + c, DType::f32, k), b = beta ? load8_n(beta + c, DType::f32, k) : _mm256_setzero_ps();
       store8_n(y + c * ys, yt, _mm256_fmadd_ps(d, g, b), k);
     }
   }

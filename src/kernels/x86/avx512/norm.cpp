@@ -121,13 +121,12 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     // there (the first pass; sum may be the very view of x or residual), or x.
     const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
     char* sum = a.residual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
-    const auto value = [&](std::int64_t c, __mmask16 m) {
-      if (!res) return load16(x + c * xs, xt, m);
-      return rounded(_mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), vt);
+    const auto added = [&](std::int64_t c, __mmask16 m) {
+      return _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m));
     };
+    const auto value = [&](std::int64_t c, __mmask16 m) { return res ? rounded(added(c, m), vt) : load16(x + c * xs, xt, m); };
     const auto first_pass = [&](std::int64_t c, __mmask16 m) {
-      if (!res) return load16(x + c * xs, xt, m);
-      return store16_rounded(sum + c * vs, vt, _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m)), m);
+      return res ? store16_rounded(sum + c * vs, vt, added(c, m), m) : load16(x + c * xs, xt, m);
     };
     if (res) v = sum;
     // Layer norm centres on the row's first value; RMS needs the raw squares.

@@ -11,11 +11,17 @@ static inline __m512 max_keep_nan(__m512 acc, __m512 v) {
   return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
+// The lines of `next` (the row after this one, or null) that correspond to
+// columns [c, c + cols) of this one: rows are a few pages, and the hardware
+// prefetcher restarts at each, so each row fetches the next while it works.
+static inline void prefetch_next(const char* next, std::int64_t c, std::int64_t cols, std::int64_t xs) {
+  if (!next) return;
+  for (std::int64_t b = c * xs; b < (c + cols) * xs; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+}
+
 // The sum of a row in f64: vectors add up in f32 over blocks of 512 columns
 // (32 terms per lane, which f32 holds with room to spare) and each block's
-// sums move to f64 once, since the conversions cost more than the adds. The
-// next row is prefetched meanwhile (one line per vector): a row is a few
-// pages, and the hardware prefetcher restarts at each.
+// sums move to f64 once, since the conversions cost more than the adds.
 template <class T>
 static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
   const std::int64_t xs = bytes_of(t);
@@ -24,7 +30,7 @@ static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
     __m512 p0 = _mm512_setzero_ps(), p1 = p0, p2 = p0, p3 = p0;  // four chains hide the adds' latency
     const std::int64_t end = len - c > 512 ? c + 512 : len;
     for (; c + 64 <= end; c += 64) {
-      if (next) _mm_prefetch(next + c * xs, _MM_HINT_T0), _mm_prefetch(next + (c + 32) * xs, _MM_HINT_T0);
+      prefetch_next(next, c, 64, xs);
       p0 = _mm512_add_ps(p0, load16(x + c * xs, t, 0xffff));
       p1 = _mm512_add_ps(p1, load16(x + (c + 16) * xs, t, 0xffff));
       p2 = _mm512_add_ps(p2, load16(x + (c + 32) * xs, t, 0xffff));
@@ -36,14 +42,14 @@ static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
   return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
 
-// The max of a row, NaN if any element is; the next row prefetched as in row_sum.
+// The max of a row, NaN if any element is; the next row prefetched meanwhile.
 template <class T>
 static float row_max(const char* x, T t, std::int64_t len, const char* next) {
   const std::int64_t xs = bytes_of(t);
   __m512 m0 = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
   std::int64_t c = 0;
   for (; c + 32 <= len; c += 32) {
-    if (next) _mm_prefetch(next + c * xs, _MM_HINT_T0);
+    prefetch_next(next, c, 32, xs);
     m0 = max_keep_nan(m0, load16(x + c * xs, t, 0xffff));
     m1 = max_keep_nan(m1, load16(x + (c + 16) * xs, t, 0xffff));
   }

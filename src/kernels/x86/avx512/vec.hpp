@@ -26,15 +26,18 @@ static inline __m512 load16(const void* p, DType t, __mmask16 m) {
   }
 }
 
-// f32 -> bf16, round to nearest even, NaN kept quiet. Integer arithmetic, not
+// f32 lanes rounded to bf16 in place: the upper half of each lane is the
+// bf16, rounded to nearest even, NaN kept quiet. Integer arithmetic, not
 // vcvtneps2bf16: that instruction flushes subnormal inputs to zero.
-static inline __m256i to_bf16(__m512 v) {
+static inline __m512i bf16_in_upper_halves(__m512 v) {
   const __m512i x = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), quiet));
+  const __m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+  return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
 }
+
+// f32 -> bf16 (bf16_in_upper_halves), 16 values.
+static inline __m256i to_bf16(__m512 v) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_in_upper_halves(v), 16)); }
 
 // Stores n <= 16 elements (masked), rounding to nearest even for 16-bit types.
 static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
@@ -64,20 +67,13 @@ static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m) {
   }
 }
 
-// 32 values as bf16 (to_bf16's rounding and NaN handling) in one vector:
-// each lane rounded in place, its upper half the bf16, and one word permute
-// gathers the 32 upper halves in order; two to_bf16 would narrow with two
-// vpmovdw of two micro-ops each.
+// 32 values as bf16 in one vector: one word permute gathers the upper halves
+// of bf16_in_upper_halves in order; two to_bf16 would narrow with two vpmovdw
+// of two micro-ops each.
 static inline __m512i to_bf16x2(__m512 v0, __m512 v1) {
-  const auto rounded = [](__m512 v) {
-    const __m512i x = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
-    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
-  };
   const __m512i upper_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                                                 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(rounded(v0), upper_halves, rounded(v1));
+  return _mm512_permutex2var_epi16(bf16_in_upper_halves(v0), upper_halves, bf16_in_upper_halves(v1));
 }
 
 // Stores n <= 16 elements (masked) as store16 does, or, when `stream` and
