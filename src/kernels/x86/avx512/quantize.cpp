@@ -98,7 +98,33 @@ void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
   }
 }
 
+// The common layout (int8 or uint8 x, scales per element of the run or one
+// for it, f32; no zero point) compiled per storage type, the arguments in
+// locals: the generic loop below tests every layout and type per vector.
+template <class X, class Y>
+static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, std::int64_t i1) {
+  const auto* x = static_cast<const std::int8_t*>(a.x) + a.x_offset;
+  char* y = static_cast<char*>(a.y) + a.y_offset * bytes_of(yt);
+  const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
+  const bool per_element = a.scale_stride != 0;
+  const __m512 scale0 = _mm512_set1_ps(scale[0]);
+  for (std::int64_t i = i0; i < i1; i += 16) {
+    const __mmask16 m = tail_mask(i1 - i);
+    const __m128i bytes = _mm_maskz_loadu_epi8(m, x + i);
+    const __m512 q = _mm512_cvtepi32_ps(xt == DType::u8 ? _mm512_cvtepu8_epi32(bytes) : _mm512_cvtepi8_epi32(bytes));
+    const __m512 s = per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0;
+    store16(y + i * bytes_of(yt), yt, _mm512_mul_ps(q, s), m);
+  }
+}
+
 void dequantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
+  if ((a.x_dtype == DType::i8 || a.x_dtype == DType::u8) && a.scale_dtype == DType::f32 && !a.zp &&
+      (a.scale_stride == 0 || (a.group == 1 && a.scale_stride == 1))) {
+    const auto with_x = [&](auto xt) { dispatch_float(a.y_dtype, [&](auto yt) { dequantize_scaled(a, xt, yt, i0, i1); }); };
+    if (a.x_dtype == DType::u8) with_x(std::integral_constant<DType, DType::u8>{});
+    else with_x(std::integral_constant<DType, DType::i8>{});
+    return;
+  }
   const Params params(a);
   for (std::int64_t i = i0; i < i1; i += 16) {
     const std::int64_t n = std::min<std::int64_t>(16, i1 - i);
