@@ -42,5 +42,6 @@ std::span<const KernelRow<BinaryFamily>> rows(BinaryFamily);
 namespace ref { void binary(const BinaryArgs& a); }
 namespace avx2 { void binary(const BinaryArgs& a); }
 namespace avx512 { void binary(const BinaryArgs& a); }
+namespace avx512_bf16 { void binary(const BinaryArgs& a); }
 
 }  // namespace tessera::kernels

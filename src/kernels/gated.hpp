@@ -44,5 +44,6 @@ std::span<const KernelRow<GatedFamily>> rows(GatedFamily);
 namespace ref { void gated(const GatedArgs& a); }
 namespace avx2 { void gated(const GatedArgs& a); }
 namespace avx512 { void gated(const GatedArgs& a); }
+namespace avx512_bf16 { void gated(const GatedArgs& a); }
 
 }  // namespace tessera::kernels

@@ -39,5 +39,6 @@ std::span<const KernelRow<UnaryFamily>> rows(UnaryFamily);
 namespace ref { void unary(const UnaryArgs& a); }
 namespace avx2 { void unary(const UnaryArgs& a); }
 namespace avx512 { void unary(const UnaryArgs& a); }
+namespace avx512_bf16 { void unary(const UnaryArgs& a); }
 
 }  // namespace tessera::kernels

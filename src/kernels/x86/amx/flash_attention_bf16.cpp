@@ -60,23 +60,6 @@ static void pack_v(const KvRows<kKeys>& rows, std::int64_t n, std::int64_t dim, 
   }
 }
 
-// exp(x) for x <= 0 (-inf: a tiny value, zeroed by the caller's mask) to
-// ~1e-5: 2^(x log2 e) as 2^n times a degree-4 polynomial of the fraction.
-// P goes to bf16 (8 significant bits) right after, so exp16's ~1 ulp of f32
-// buys nothing here, and its four more instructions per 16 scores were a
-// tenth of the softmax.
-static inline __m512 exp_for_bf16(__m512 x) {
-  const __m512 t = _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);  // [-0.5, 0.5]
-  __m512 p = _mm512_set1_ps(0.009618129f);  // (ln 2)^4 / 24, then Taylor down to 1
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05550411f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.2402265f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931472f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
 }  // namespace
 
 void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
@@ -210,8 +193,8 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
           // Masked lanes are -inf: they are zeroed, for P and the sum. P
           // rounds to bf16 with vcvtne2ps2bf16 (p >= 0: flushing a subnormal
           // changes nothing).
-          __m512 p0 = exp_for_bf16(_mm512_sub_ps(x[v], mv));
-          __m512 p1 = exp_for_bf16(_mm512_sub_ps(x[v + 1], mv));
+          __m512 p0 = avx512::exp16_bf16(_mm512_sub_ps(x[v], mv));
+          __m512 p1 = avx512::exp16_bf16(_mm512_sub_ps(x[v + 1], mv));
           if (!all_visible) {
             p0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p0);
             p1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v + 1], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p1);

@@ -6,12 +6,15 @@
 
 namespace tessera::kernels::avx512 {
 
+// Out: the storage type of the result; a bf16 one is computed to bf16's
+// precision (exp16_bf16).
+template <DType Out = DType::f32>
 static inline __m512 activate16(__m512 v, Act act) {
   switch (act) {
     case Act::none: return v;
     case Act::relu: return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
     case Act::gelu_erf: {
-      const __m512 e = erf16(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+      const __m512 e = erf16<Out>(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
       return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.5f)), _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
     }
     case Act::gelu_tanh: {
@@ -20,12 +23,12 @@ static inline __m512 activate16(__m512 v, Act act) {
       // 1 + tanh(u) for u < 0. +-inf and NaN give what the formula gives.
       const __m512 w = _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.0713548162726f),
                                                         _mm512_set1_ps(-1.5957691216057308f)));
-      return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(w)));
+      return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out>(w)));
     }
-    case Act::silu: return silu16(v);
-    case Act::sigmoid: return sigmoid16(v);
-    case Act::tanh: return tanh16(v);
-    case Act::exp: return exp16(v);
+    case Act::silu: return silu16<Out>(v);
+    case Act::sigmoid: return sigmoid16<Out>(v);
+    case Act::tanh: return tanh16<Out>(v);
+    case Act::exp: return exp16_for<Out>(v);
   }
   return v;
 }

@@ -1,47 +1,9 @@
-#include "kernels/gated.hpp"
-#include "kernels/x86/avx512/activation.hpp"
+#include "kernels/x86/avx512/gated_rows.hpp"
 
 namespace tessera::kernels::avx512 {
 
-// The next 16 values of an operand with stride 0 (broadcast) or 1.
-template <class T>
-static inline __m512 operand16(const char* p, T t, std::int64_t stride, std::int64_t i, __m512 broadcast, __mmask16 m) {
-  return stride ? load16(p + i * bytes_of(t), t, m) : broadcast;
-}
-
-template <class T>
-static inline __m512 first(const void* p, T t) { return _mm512_set1_ps(_mm512_cvtss_f32(load16(p, t, 1))); }
-
-// The loop for storage types known at compile time (T) or read from the
-// arguments (run-time DType values), its operands in locals: see unary.cpp.
-template <class Act_, class A, class B, class C, class Y>
-static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
-  const char *pa = static_cast<const char*>(a.a), *pb = static_cast<const char*>(a.b), *pc = static_cast<const char*>(a.c);
-  char* py = static_cast<char*>(a.y);
-  const std::int64_t n = a.n, sa = a.a_stride, sb = a.b_stride, sc = a.c_stride;
-  const bool stream = a.stream_y;
-  const __m512 a0 = first(pa, at), b0 = first(pb, bt), c0 = pc ? first(pc, ct) : _mm512_setzero_ps();
-  for (std::int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 g = activate16(operand16(pa, at, sa, i, a0, m), act);
-    const __m512 u = operand16(pb, bt, sb, i, b0, m);
-    const __m512 v = pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
-    put16(py + i * bytes_of(yt), yt, v, m, stream);
-  }
-  if (stream) _mm_sfence();
-}
-
-// Operand strides are 0 or 1; y's is 1 (see supports()). The common case, a,
-// b, c (when present) and y of one type, is compiled per type; mixed types
-// take the generic loop.
 void gated(const GatedArgs& a) {
-  const bool one_type = a.a_dtype == a.b_dtype && a.a_dtype == a.y_dtype && (!a.c || a.c_dtype == a.a_dtype);
-  dispatch_act(a.act, [&](auto act) {
-    if (one_type)
-      dispatch_float(a.a_dtype, [&](auto t) { run(a, act, t, t, t, t); });
-    else
-      run(a, act, a.a_dtype, a.b_dtype, a.c_dtype, a.y_dtype);
-  });
+  gated_rows(a, [&](auto f) { dispatch_float(a.y_dtype, f); });
 }
 
 }  // namespace tessera::kernels::avx512

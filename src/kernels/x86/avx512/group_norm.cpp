@@ -13,7 +13,7 @@ static constexpr std::int64_t kFlush = 64;
 
 // An operand as the loops use it: data, bytes between lines, and its dtype,
 // a compile-time constant (std::integral_constant) in the common case of one
-// dtype for all operands, so no switch on it runs per vector; see unary.cpp.
+// dtype for all operands, so no switch on it runs per vector; see unary_rows.hpp.
 template <class T>
 struct Operand {
   char* data;

@@ -102,7 +102,7 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
 
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
-// locals: see unary.cpp. One pass over memory computes v (and stores the sum)
+// locals: see unary_rows.hpp. One pass over memory computes v (and stores the sum)
 // with its moments in f64; the output pass reads v back from L1.
 template <class X, class V, class Y>
 static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {

@@ -4,7 +4,7 @@
 namespace tessera::kernels::avx512 {
 
 // X, Y: storage types known at compile time (std::integral_constant) or read
-// from the arguments (run-time DType values); see unary.cpp.
+// from the arguments (run-time DType values); see unary_rows.hpp.
 
 // Half style: features [i, i + 16) rotate with [i + half, ...), cos/sin read as they are.
 template <class X, class Y>

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/softmax.hpp"
 #include "kernels/x86/avx512/vec.hpp"
@@ -27,6 +28,14 @@ struct Row {
     return l;
   }
 };
+
+// y's storage type for exp16_for when it is known at compile time; f32 (full
+// precision) when read from the arguments.
+template <class Y>
+constexpr DType out_type() {
+  if constexpr (std::is_same_v<Y, DType>) return DType::f32;
+  else return Y::value;
+}
 
 template <class X, class M, class Y>
 void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::int64_t r1) {
@@ -63,7 +72,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
     for (std::int64_t c = 0; c < visible && !empty; c += 16) {
       if (fetched < next_bytes) _mm_prefetch(x_next + fetched, _MM_HINT_T0), fetched += 64;
       const __mmask16 m = tail_mask(visible - c);
-      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(row.logits(c, m), vm)));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16_for<out_type<Y>()>(_mm512_sub_ps(row.logits(c, m), vm)));
       if (buffered) _mm512_store_ps(exps + c, e);
       if ((c & 16) == 0) s0 = _mm512_add_ps(s0, e);
       else s1 = _mm512_add_ps(s1, e);
@@ -81,7 +90,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
           p = _mm512_mask_mul_ps(hidden, vis, _mm512_load_ps(exps + c), inv);
         } else {
           const __m512 d = _mm512_sub_ps(row.logits(c, vis), vm);
-          p = log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16(d), inv);
+          p = log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16_for<out_type<Y>()>(d), inv);
         }
       }
       put16(y + c * ys, yt, p, m, a.stream_y);
@@ -96,7 +105,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
 // (kept in a buffer for the next pass), normalized exps (log: logit - max -
 // log(sum)); columns past the causal window are written as 0 (log: -inf).
 // Unit column strides only (see supports()). The loops are compiled per
-// storage type when x, y (and the mask) share one; see unary.cpp.
+// storage type when x, y (and the mask) share one; see unary_rows.hpp.
 void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
   if (a.x_dtype == a.y_dtype && (!a.mask || a.mask_dtype == a.x_dtype))
     dispatch_float(a.x_dtype, [&](auto t) { softmax_rows(a, t, t, t, r0, r1); });

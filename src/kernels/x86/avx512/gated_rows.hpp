@@ -1,0 +1,53 @@
+#pragma once
+// The AVX-512 gated loop, compiled by avx512/gated.cpp for every output type
+// and by avx512_bf16/gated.cpp for bf16 outputs, whose conversions that
+// level does in one instruction (vec.hpp, to_bf16).
+#include "kernels/gated.hpp"
+#include "kernels/x86/avx512/activation.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// The next 16 values of an operand with stride 0 (broadcast) or 1.
+template <class T>
+static inline __m512 operand16(const char* p, T t, std::int64_t stride, std::int64_t i, __m512 broadcast, __mmask16 m) {
+  return stride ? load16(p + i * bytes_of(t), t, m) : broadcast;
+}
+
+template <class T>
+static inline __m512 first(const void* p, T t) { return _mm512_set1_ps(_mm512_cvtss_f32(load16(p, t, 1))); }
+
+// The loop for storage types known at compile time (T) or read from the
+// arguments (run-time DType values), its operands in locals: see unary_rows.hpp.
+template <class Act_, class A, class B, class C, class Y>
+static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
+  const char *pa = static_cast<const char*>(a.a), *pb = static_cast<const char*>(a.b), *pc = static_cast<const char*>(a.c);
+  char* py = static_cast<char*>(a.y);
+  const std::int64_t n = a.n, sa = a.a_stride, sb = a.b_stride, sc = a.c_stride;
+  const bool stream = a.stream_y;
+  const __m512 a0 = first(pa, at), b0 = first(pb, bt), c0 = pc ? first(pc, ct) : _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = activate16<Y::value>(operand16(pa, at, sa, i, a0, m), act);
+    const __m512 u = operand16(pb, bt, sb, i, b0, m);
+    const __m512 v = pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
+    put16(py + i * bytes_of(yt), yt, v, m, stream);
+  }
+  if (stream) _mm_sfence();
+}
+
+// Operand strides are 0 or 1; y's is 1 (see supports()). The common case, a,
+// b, c (when present) and y of one type, is compiled per type; mixed types
+// take the generic loop. `y_types` calls its argument with y's storage type.
+template <class YTypes>
+static void gated_rows(const GatedArgs& a, YTypes y_types) {
+  dispatch_act(a.act, [&](auto act) {
+    y_types([&](auto yt) {
+      if (a.a_dtype == yt && a.b_dtype == yt && (!a.c || a.c_dtype == yt))
+        run(a, act, yt, yt, yt, yt);
+      else
+        run(a, act, a.a_dtype, a.b_dtype, a.c_dtype, yt);
+    });
+  });
+}
+
+}  // namespace tessera::kernels::avx512

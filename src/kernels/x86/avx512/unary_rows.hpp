@@ -1,0 +1,39 @@
+#pragma once
+// The AVX-512 unary loop, compiled by avx512/unary.cpp for every output type
+// and by avx512_bf16/unary.cpp for bf16 outputs, whose conversions that
+// level does in one instruction (vec.hpp, to_bf16).
+#include "kernels/unary.hpp"
+#include "kernels/x86/avx512/activation.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// Unit strides only (see the row's supports()). The loop is compiled per
+// activation and per pair of storage types, its operands in locals: a switch
+// on the dtype per vector, and reloading the arguments past the stores to y
+// (which could alias them), cost as much as the work.
+template <class YT>
+static void unary_rows(const UnaryArgs& a, YT yt) {
+  const char* x = static_cast<const char*>(a.x);
+  char* y = static_cast<char*>(a.y);
+  const std::int64_t n = a.n;
+  const bool stream = a.stream_y;
+  dispatch_act(a.act, [&](auto act) {
+    dispatch_float(a.x_dtype, [&](auto xt) {
+      constexpr std::int64_t xs = bytes_of(xt), ys = bytes_of(yt);
+      constexpr __mmask16 all = 0xffff;
+      std::int64_t i = 0;
+      for (; i + 32 <= n; i += 32) {  // two independent vectors per step, no masks
+        const __m512 a0 = activate16<YT::value>(load16(x + i * xs, xt, all), act);
+        const __m512 a1 = activate16<YT::value>(load16(x + (i + 16) * xs, xt, all), act);
+        put32(y + i * ys, yt, a0, a1, stream);
+      }
+      for (; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        put16(y + i * ys, yt, activate16<YT::value>(load16(x + i * xs, xt, m), act), m, stream);
+      }
+    });
+  });
+  if (stream) _mm_sfence();
+}
+
+}  // namespace tessera::kernels::avx512
