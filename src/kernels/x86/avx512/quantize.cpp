@@ -80,8 +80,47 @@ class Params {
 
 }  // namespace
 
+// The common layout: int8 or uint8 values, f32 scales per element of the run
+// or one for it, no zero point. It is compiled per storage type with the
+// arguments in locals (quantize_scaled, dequantize_scaled): the generic
+// loops test every layout and type per vector.
+static bool common_layout(const QuantArgs& a, DType q) {
+  return (q == DType::i8 || q == DType::u8) && a.scale_dtype == DType::f32 && !a.zp &&
+         (a.scale_stride == 0 || (a.group == 1 && a.scale_stride == 1));
+}
+
+// Calls f(float storage type, int8 storage type) as compile-time constants.
+template <class F>
+static void dispatch_common(DType f, DType q, F&& fn) {
+  dispatch_float(f, [&](auto ft) {
+    if (q == DType::u8) fn(ft, std::integral_constant<DType, DType::u8>{});
+    else fn(ft, std::integral_constant<DType, DType::i8>{});
+  });
+}
+
+template <class X, class Q>
+static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std::int64_t i1) {
+  const char* x = static_cast<const char*>(a.x) + a.x_offset * bytes_of(xt);
+  auto* y = static_cast<std::int8_t*>(a.y) + a.y_offset;
+  const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
+  const bool per_element = a.scale_stride != 0;
+  const __m512 scale0 = _mm512_set1_ps(scale[0]);
+  const QuantRange range = quant_range(qt);
+  const __m512 lo = _mm512_set1_ps(float(range.lo)), hi = _mm512_set1_ps(float(range.hi));
+  for (std::int64_t i = i0; i < i1; i += 16) {
+    const __mmask16 m = tail_mask(i1 - i);
+    const __m512 s = per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0;
+    __m512 q = _mm512_roundscale_ps(_mm512_div_ps(load16(x + i * bytes_of(xt), xt, m), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q);  // NaN -> 0, the zero point
+    q = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(q));
+  }
+}
+
 // Division, not a multiply by the reciprocal: bit-identical to the reference.
 void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
+  if (common_layout(a, a.y_dtype))
+    return dispatch_common(a.x_dtype, a.y_dtype, [&](auto xt, auto qt) { quantize_scaled(a, xt, qt, i0, i1); });
   const QuantRange range = quant_range(a.y_dtype);
   const __m512 lo = _mm512_set1_ps(float(range.lo)), hi = _mm512_set1_ps(float(range.hi));
   const Params params(a);
@@ -98,9 +137,6 @@ void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
   }
 }
 
-// The common layout (int8 or uint8 x, scales per element of the run or one
-// for it, f32; no zero point) compiled per storage type, the arguments in
-// locals: the generic loop below tests every layout and type per vector.
 template <class X, class Y>
 static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, std::int64_t i1) {
   const auto* x = static_cast<const std::int8_t*>(a.x) + a.x_offset;
@@ -118,13 +154,8 @@ static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, s
 }
 
 void dequantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
-  if ((a.x_dtype == DType::i8 || a.x_dtype == DType::u8) && a.scale_dtype == DType::f32 && !a.zp &&
-      (a.scale_stride == 0 || (a.group == 1 && a.scale_stride == 1))) {
-    const auto with_x = [&](auto xt) { dispatch_float(a.y_dtype, [&](auto yt) { dequantize_scaled(a, xt, yt, i0, i1); }); };
-    if (a.x_dtype == DType::u8) with_x(std::integral_constant<DType, DType::u8>{});
-    else with_x(std::integral_constant<DType, DType::i8>{});
-    return;
-  }
+  if (common_layout(a, a.x_dtype))
+    return dispatch_common(a.y_dtype, a.x_dtype, [&](auto yt, auto xt) { dequantize_scaled(a, xt, yt, i0, i1); });
   const Params params(a);
   for (std::int64_t i = i0; i < i1; i += 16) {
     const std::int64_t n = std::min<std::int64_t>(16, i1 - i);
