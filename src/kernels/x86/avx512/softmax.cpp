@@ -72,7 +72,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
     for (std::int64_t c = 0; c < visible && !empty; c += 16) {
       if (fetched < next_bytes) _mm_prefetch(x_next + fetched, _MM_HINT_T0), fetched += 64;
       const __mmask16 m = tail_mask(visible - c);
-      const __m512 e = _mm512_maskz_mov_ps(m, exp16_for<out_type<Y>()>(_mm512_sub_ps(row.logits(c, m), vm)));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16_for<out_type<Y>(), ExpArg::nonpositive>(_mm512_sub_ps(row.logits(c, m), vm)));
       if (buffered) _mm512_store_ps(exps + c, e);
       if ((c & 16) == 0) s0 = _mm512_add_ps(s0, e);
       else s1 = _mm512_add_ps(s1, e);
@@ -90,7 +90,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
           p = _mm512_mask_mul_ps(hidden, vis, _mm512_load_ps(exps + c), inv);
         } else {
           const __m512 d = _mm512_sub_ps(row.logits(c, vis), vm);
-          p = log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16_for<out_type<Y>()>(d), inv);
+          p = log ? _mm512_mask_sub_ps(hidden, vis, d, log_sum) : _mm512_mask_mul_ps(hidden, vis, exp16_for<out_type<Y>(), ExpArg::nonpositive>(d), inv);
         }
       }
       put16(y + c * ys, yt, p, m, a.stream_y);

@@ -177,12 +177,17 @@ static inline void transpose16x16(__m512 r[16]) {
   }
 }
 
+// What an exp's argument is known to be: a nonpositive one (softmax's x -
+// max, -|x|) needs no clamp against overflow.
+enum class ExpArg { any, nonpositive };
+
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
 // Inf by itself). NaN in, NaN out; x above ln(FLT_MAX) gives Inf.
+template <ExpArg Arg = ExpArg::any>
 static inline __m512 exp16(__m512 x) {
   // Operand order keeps a NaN x: max/min return their second operand on NaN.
-  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
+  if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
   x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -205,8 +210,9 @@ static inline __m512 exp16(__m512 x) {
 // at most 6e-6 more at |x| near 87). A bf16 result then rounds as from the
 // exact value but for values within 2^-18 of a rounding boundary (1 ulp).
 // Same special values as exp16.
+template <ExpArg Arg = ExpArg::any>
 static inline __m512 exp16_bf16(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
   x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -219,20 +225,26 @@ static inline __m512 exp16_bf16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// The exp behind the functions below: exp16_bf16 when the result is stored
-// as bf16 (Out), exp16 otherwise.
-template <DType Out>
+// The exp and the division behind the functions below, for a result stored
+// as Out: to bf16's precision for bf16 (exp16_bf16; a * rcp14(b), relative
+// error 2^-14, for b >= 1 or +inf), to f32's otherwise.
+template <DType Out, ExpArg Arg = ExpArg::any>
 static inline __m512 exp16_for(__m512 x) {
-  if constexpr (Out == DType::bf16) return exp16_bf16(x);
-  else return exp16(x);
+  if constexpr (Out == DType::bf16) return exp16_bf16<Arg>(x);
+  else return exp16<Arg>(x);
+}
+template <DType Out>
+static inline __m512 divide_for(__m512 a, __m512 b) {
+  if constexpr (Out == DType::bf16) return _mm512_mul_ps(a, _mm512_rcp14_ps(b));
+  else return _mm512_div_ps(a, b);
 }
 
 // sigmoid(x) from e = exp(-|x|) in (0, 1]: 1/(1+e) for x >= 0 and e/(1+e)
 // below, accurate far into the tails. NaN stays NaN.
 template <DType Out = DType::f32>
 static inline __m512 sigmoid16(__m512 x) {
-  const __m512 e = exp16_for<Out>(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
-  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+  const __m512 inv = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_mul_ps(inv, negative, inv, e);
 }
@@ -244,7 +256,7 @@ static inline __m512 sigmoid16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 silu16(__m512 x) {
   const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  const __m512 q = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out>(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  const __m512 q = divide_for<Out>(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out>(_mm512_sub_ps(_mm512_setzero_ps(), x))));
   return _mm512_mask_mov_ps(q, minus_inf, _mm512_set1_ps(-0.0f));
 }
 
@@ -254,8 +266,8 @@ static inline __m512 silu16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 tanh16(__m512 x) {
   const __m512 abs = _mm512_abs_ps(x);
-  const __m512 e = exp16_for<Out>(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
-  __m512 t = _mm512_div_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
+  __m512 t = divide_for<Out>(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(abs, _mm512_set1_ps(0x1p-12f), _CMP_LT_OQ), abs);
   return _mm512_or_ps(t, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copy the sign (and a NaN's payload bits stay NaN)
 }
@@ -264,14 +276,14 @@ static inline __m512 tanh16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 erf16(__m512 x) {
   const __m512 abs = _mm512_abs_ps(x);
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(abs, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  const __m512 t = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(abs, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
   __m512 p = _mm512_set1_ps(1.061405429f);
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
   p = _mm512_mul_ps(p, t);
-  const __m512 e = exp16_for<Out>(_mm512_mul_ps(_mm512_mul_ps(abs, abs), _mm512_set1_ps(-1.0f)));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_mul_ps(_mm512_mul_ps(abs, abs), _mm512_set1_ps(-1.0f)));
   const __m512 r = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
   return _mm512_or_ps(r, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
