@@ -177,9 +177,20 @@ static inline void transpose16x16(__m512 r[16]) {
   }
 }
 
-// What an exp's argument is known to be: a nonpositive one (softmax's x -
-// max, -|x|) needs no clamp against overflow.
-enum class ExpArg { any, nonpositive };
+// What an exp's argument is known to be. nonpositive (softmax's x - max,
+// -|x|): no clamp against overflow. weight: nonpositive, and a result below
+// FLT_MIN may come out as ~FLT_MIN (attention weights, which a mask zeroes or
+// a sum of at least 1 divides): clamped at -87 so no result is subnormal.
+// A subnormal result costs a microcode assist; on the -inf lanes of a block
+// of 13 keys in 64 they made cross-attention (S_kv = 77) 3x slower.
+enum class ExpArg { any, nonpositive, weight };
+
+// exp's lower clamp: where the result underflows to 0 (exp16's rounding), or
+// stays normal (ExpArg::weight).
+template <ExpArg Arg>
+static inline __m512 exp_lower_clamp(__m512 x) {
+  return _mm512_max_ps(_mm512_set1_ps(Arg == ExpArg::weight ? -87.0f : -103.972084f), x);
+}
 
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
@@ -188,7 +199,7 @@ template <ExpArg Arg = ExpArg::any>
 static inline __m512 exp16(__m512 x) {
   // Operand order keeps a NaN x: max/min return their second operand on NaN.
   if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
-  x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
+  x = exp_lower_clamp<Arg>(x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split in two for exact reduction
@@ -213,7 +224,7 @@ static inline __m512 exp16(__m512 x) {
 template <ExpArg Arg = ExpArg::any>
 static inline __m512 exp16_bf16(__m512 x) {
   if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-  x = _mm512_max_ps(_mm512_set1_ps(-103.972084f), x);
+  x = exp_lower_clamp<Arg>(x);
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
