@@ -23,7 +23,7 @@ static inline __m512 activate16(__m512 v, Act act) {
       // 1 + tanh(u) for u < 0. +-inf and NaN give what the formula gives.
       const __m512 w = _mm512_mul_ps(v, _mm512_fmadd_ps(_mm512_mul_ps(v, v), _mm512_set1_ps(-0.0713548162726f),
                                                         _mm512_set1_ps(-1.5957691216057308f)));
-      return divide_for<Out>(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out>(w)));
+      return divide_for<Out>(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(w)));
     }
     case Act::silu: return silu16<Out>(v);
     case Act::sigmoid: return sigmoid16<Out>(v);

@@ -154,8 +154,8 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
     x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible, x);
     const float m_new = std::max(m[r], _mm512_reduce_max_ps(x));
     if (m_new == kNegInf) continue;  // nothing visible with a finite logit yet
-    const __m512 pr = _mm512_maskz_mov_ps(visible, exp16<ExpArg::weight>(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
-    alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::weight>(_mm512_set1_ps(m[r] - m_new)));  // no libm call per row and block
+    const __m512 pr = _mm512_maskz_mov_ps(visible, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
+    alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m[r] - m_new)));  // no libm call per row and block
     l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(pr);
     m[r] = m_new;
     _mm512_store_ps(p + r * kKeys, v_scale ? _mm512_mul_ps(pr, _mm512_load_ps(v_scale)) : pr);

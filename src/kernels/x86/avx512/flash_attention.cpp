@@ -222,9 +222,9 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         continue;
       }
       const __m512 mv = _mm512_set1_ps(m_new);
-      const __m512 p0 = _mm512_maskz_mov_ps(v0, exp16<ExpArg::weight>(_mm512_sub_ps(x0, mv)));
-      const __m512 p1 = _mm512_maskz_mov_ps(v1, exp16<ExpArg::weight>(_mm512_sub_ps(x1, mv)));
-      alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::weight>(_mm512_set1_ps(m[r] - m_new)));
+      const __m512 p0 = _mm512_maskz_mov_ps(v0, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x0, mv)));
+      const __m512 p1 = _mm512_maskz_mov_ps(v1, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x1, mv)));
+      alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m[r] - m_new)));
       l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
       m[r] = m_new;
       _mm512_store_ps(sr, p0);

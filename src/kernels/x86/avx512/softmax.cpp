@@ -43,7 +43,7 @@ constexpr DType out_type() {
 template <DType Out>
 static inline __m512 exp_of_logit(__m512 d, __mmask16 m) {
   const __mmask16 normal = _mm512_mask_cmp_ps_mask(m, d, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
-  return _mm512_maskz_mov_ps(normal, exp16_for<Out, ExpArg::weight>(d));
+  return _mm512_maskz_mov_ps(normal, exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(d));
 }
 
 template <class X, class M, class Y>

@@ -177,29 +177,32 @@ static inline void transpose16x16(__m512 r[16]) {
   }
 }
 
-// What an exp's argument is known to be. nonpositive (softmax's x - max,
-// -|x|): no clamp against overflow. weight: nonpositive, and a result below
-// FLT_MIN may come out as ~FLT_MIN (attention weights, which a mask zeroes or
-// a sum of at least 1 divides): clamped at -87 so no result is subnormal.
-// A subnormal result costs a microcode assist; on the -inf lanes of a block
-// of 13 keys in 64 they made cross-attention (S_kv = 77) 3x slower.
-enum class ExpArg { any, nonpositive, weight };
+// What an exp's argument is known to be: a nonpositive one (softmax's x -
+// max, -|x|) needs no clamp against overflow.
+enum class ExpArg { any, nonpositive };
 
-// exp's lower clamp: where the result underflows to 0 (exp16's rounding), or
-// stays normal (ExpArg::weight).
-template <ExpArg Arg>
+// What becomes of results below FLT_MIN. subnormal: the true value. normal:
+// the argument is clamped at -87, so they come out as ~1.6e-38, for callers
+// that cannot tell the two apart (1 + e, 1 - e, a weight that a mask zeroes
+// or a sum >= 1 divides). A subnormal result costs a microcode assist per
+// vector: tanh and gelu ran 2-2.6x slower with 1 % of their inputs near +-60,
+// and cross-attention's -inf lanes (13 keys in a block of 64) made it 3x
+// slower.
+enum class ExpTiny { subnormal, normal };
+
+template <ExpTiny Tiny>
 static inline __m512 exp_lower_clamp(__m512 x) {
-  return _mm512_max_ps(_mm512_set1_ps(Arg == ExpArg::weight ? -87.0f : -103.972084f), x);
+  return _mm512_max_ps(_mm512_set1_ps(Tiny == ExpTiny::normal ? -87.0f : -103.972084f), x);
 }
 
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
 // Inf by itself). NaN in, NaN out; x above ln(FLT_MAX) gives Inf.
-template <ExpArg Arg = ExpArg::any>
+template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m512 exp16(__m512 x) {
   // Operand order keeps a NaN x: max/min return their second operand on NaN.
   if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
-  x = exp_lower_clamp<Arg>(x);
+  x = exp_lower_clamp<Tiny>(x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split in two for exact reduction
@@ -221,10 +224,10 @@ static inline __m512 exp16(__m512 x) {
 // at most 6e-6 more at |x| near 87). A bf16 result then rounds as from the
 // exact value but for values within 2^-18 of a rounding boundary (1 ulp).
 // Same special values as exp16.
-template <ExpArg Arg = ExpArg::any>
+template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m512 exp16_bf16(__m512 x) {
   if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-  x = exp_lower_clamp<Arg>(x);
+  x = exp_lower_clamp<Tiny>(x);
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
@@ -239,10 +242,10 @@ static inline __m512 exp16_bf16(__m512 x) {
 // The exp and the division behind the functions below, for a result stored
 // as Out: to bf16's precision for bf16 (exp16_bf16; a * rcp14(b), relative
 // error 2^-14, for b >= 1 or +inf), to f32's otherwise.
-template <DType Out, ExpArg Arg = ExpArg::any>
+template <DType Out, ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m512 exp16_for(__m512 x) {
-  if constexpr (Out == DType::bf16) return exp16_bf16<Arg>(x);
-  else return exp16<Arg>(x);
+  if constexpr (Out == DType::bf16) return exp16_bf16<Arg, Tiny>(x);
+  else return exp16<Arg, Tiny>(x);
 }
 template <DType Out>
 static inline __m512 divide_for(__m512 a, __m512 b) {
@@ -267,7 +270,7 @@ static inline __m512 sigmoid16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 silu16(__m512 x) {
   const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  const __m512 q = divide_for<Out>(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out>(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  const __m512 q = divide_for<Out>(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(_mm512_sub_ps(_mm512_setzero_ps(), x))));
   return _mm512_mask_mov_ps(q, minus_inf, _mm512_set1_ps(-0.0f));
 }
 
@@ -277,7 +280,7 @@ static inline __m512 silu16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 tanh16(__m512 x) {
   const __m512 abs = _mm512_abs_ps(x);
-  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
   __m512 t = divide_for<Out>(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(abs, _mm512_set1_ps(0x1p-12f), _CMP_LT_OQ), abs);
   return _mm512_or_ps(t, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copy the sign (and a NaN's payload bits stay NaN)
@@ -294,7 +297,7 @@ static inline __m512 erf16(__m512 x) {
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
   p = _mm512_mul_ps(p, t);
-  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_mul_ps(_mm512_mul_ps(abs, abs), _mm512_set1_ps(-1.0f)));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(_mm512_mul_ps(_mm512_mul_ps(abs, abs), _mm512_set1_ps(-1.0f)));
   const __m512 r = _mm512_fnmadd_ps(p, e, _mm512_set1_ps(1.0f));
   return _mm512_or_ps(r, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
 }
