@@ -8,6 +8,15 @@ namespace tessera::kernels {
 
 enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, exp };
 
+// What the SIMD exps make of results below FLT_MIN. subnormal: the true
+// value. normal: the argument is clamped at -87, so they come out as
+// ~1.6e-38, for callers that cannot tell the two apart (1 + e, 1 - e, a
+// weight that a mask zeroes or a sum >= 1 divides). A subnormal result costs
+// a microcode assist per vector: tanh and gelu ran 2-2.6x slower with 1 % of
+// their inputs near +-60, and cross-attention's -inf lanes (13 keys in a
+// block of 64) made it 3x slower.
+enum class ExpTiny { subnormal, normal };
+
 // Calls f(std::integral_constant<Act, A>{}) for the run-time `act`, so a
 // kernel's loop is compiled once per activation with no switch inside it.
 template <class F>

@@ -193,8 +193,8 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
           // Masked lanes are -inf: they are zeroed, for P and the sum. P
           // rounds to bf16 with vcvtne2ps2bf16 (p >= 0: flushing a subnormal
           // changes nothing).
-          __m512 p0 = avx512::exp16_bf16<avx512::ExpArg::nonpositive, avx512::ExpTiny::normal>(_mm512_sub_ps(x[v], mv));
-          __m512 p1 = avx512::exp16_bf16<avx512::ExpArg::nonpositive, avx512::ExpTiny::normal>(_mm512_sub_ps(x[v + 1], mv));
+          __m512 p0 = avx512::exp16_bf16<avx512::ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x[v], mv));
+          __m512 p1 = avx512::exp16_bf16<avx512::ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x[v + 1], mv));
           if (!all_visible) {
             p0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p0);
             p1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v + 1], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p1);
@@ -234,7 +234,7 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
       }
       for (std::int64_t h = 0; h < kGroup; h += 16) {
         const __m512 mo = _mm512_load_ps(m_old + h), mn = _mm512_load_ps(m + g + h);
-        __m512 al = avx512::exp16<avx512::ExpArg::nonpositive, avx512::ExpTiny::normal>(_mm512_sub_ps(mo, mn));
+        __m512 al = avx512::exp16<avx512::ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(mo, mn));
         al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mo, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_setzero_ps());
         al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mn, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
         _mm512_store_ps(alpha + g + h, al);

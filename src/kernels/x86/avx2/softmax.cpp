@@ -26,7 +26,7 @@ struct Row {
 // rows with -inf in their mask ran 3x slower.
 static inline __m256 exp_of_logit(__m256 d) {
   const __m256 normal = _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-  return _mm256_and_ps(normal, exp8(_mm256_max_ps(_mm256_set1_ps(-87.0f), d)));
+  return _mm256_and_ps(normal, exp8<ExpTiny::normal>(d));
 }
 }  // namespace
 

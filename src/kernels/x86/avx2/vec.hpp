@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
 #include "tessera/core/dtype.hpp"
 
@@ -115,9 +116,11 @@ static inline __m256 lanes_below(std::int64_t n) {
 
 // exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
 // halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
+// Tiny: see ExpTiny.
+template <ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);  // operand order keeps NaN; exp(89) -> Inf
-  x = _mm256_max_ps(_mm256_set1_ps(-103.972084f), x);
+  x = _mm256_max_ps(_mm256_set1_ps(Tiny == ExpTiny::normal ? -87.0f : -103.972084f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
@@ -158,7 +161,7 @@ static inline __m256 silu8(__m256 x) {
 // would lose the low bits there). NaN stays NaN.
 static inline __m256 tanh8(__m256 x) {
   const __m256 abs = abs8(x);
-  const __m256 e = exp8(_mm256_mul_ps(abs, _mm256_set1_ps(-2.0f)));
+  const __m256 e = exp8<ExpTiny::normal>(_mm256_mul_ps(abs, _mm256_set1_ps(-2.0f)));
   __m256 t = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), e), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   t = _mm256_blendv_ps(t, abs, _mm256_cmp_ps(abs, _mm256_set1_ps(0x1p-12f), _CMP_LT_OQ));
   return _mm256_or_ps(t, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));  // copy the sign (a NaN stays NaN)
@@ -175,7 +178,7 @@ static inline __m256 erf8(__m256 x) {
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
   p = _mm256_mul_ps(p, t);
-  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(abs, abs)));
+  const __m256 e = exp8<ExpTiny::normal>(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(abs, abs)));
   const __m256 r = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
   return _mm256_or_ps(r, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
 }

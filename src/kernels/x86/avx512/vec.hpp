@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
 #include "tessera/core/dtype.hpp"
 
@@ -181,15 +182,7 @@ static inline void transpose16x16(__m512 r[16]) {
 // max, -|x|) needs no clamp against overflow.
 enum class ExpArg { any, nonpositive };
 
-// What becomes of results below FLT_MIN. subnormal: the true value. normal:
-// the argument is clamped at -87, so they come out as ~1.6e-38, for callers
-// that cannot tell the two apart (1 + e, 1 - e, a weight that a mask zeroes
-// or a sum >= 1 divides). A subnormal result costs a microcode assist per
-// vector: tanh and gelu ran 2-2.6x slower with 1 % of their inputs near +-60,
-// and cross-attention's -inf lanes (13 keys in a block of 64) made it 3x
-// slower.
-enum class ExpTiny { subnormal, normal };
-
+// exp's lower clamp, for ExpTiny (kernels/activation.hpp).
 template <ExpTiny Tiny>
 static inline __m512 exp_lower_clamp(__m512 x) {
   return _mm512_max_ps(_mm512_set1_ps(Tiny == ExpTiny::normal ? -87.0f : -103.972084f), x);
