@@ -25,12 +25,16 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
   const std::int64_t n = a.n, sa = a.a_stride, sb = a.b_stride, sc = a.c_stride;
   const bool stream = a.stream_y;
   const __m512 a0 = first(pa, at), b0 = first(pb, bt), c0 = pc ? first(pc, ct) : _mm512_setzero_ps();
-  for (std::int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
+  const auto value16 = [&](std::int64_t i, __mmask16 m) {
     const __m512 g = activate16<Y::value>(operand16(pa, at, sa, i, a0, m), act);
     const __m512 u = operand16(pb, bt, sb, i, b0, m);
-    const __m512 v = pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
-    put16(py + i * bytes_of(yt), yt, v, m, stream);
+    return pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
+  };
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) put32(py + i * bytes_of(yt), yt, value16(i, 0xffff), value16(i + 16, 0xffff), stream);  // see unary_rows.hpp
+  for (; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    put16(py + i * bytes_of(yt), yt, value16(i, m), m, stream);
   }
   if (stream) _mm_sfence();
 }
