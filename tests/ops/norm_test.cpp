@@ -218,9 +218,10 @@ TEST_P(NormTest, KernelChoiceAndTraffic) {
   EXPECT_EQ(value_or_die(ops::RmsNorm::plan(ctx_, xb, std::nullopt, x))->bytes_moved(), 128 + 512);
 }
 
-// Streaming stores for y run only past the L3, so the rows are called
-// directly: this level's row with stream_y on against the reference, with
-// parameters stored as f32, bf16 or f16 (converted once per task) or absent.
+// Streaming stores for y (and the sum) run only past the L3, so the rows are
+// called directly: this level's row with stream_y on against the reference,
+// with parameters stored as f32, bf16 or f16 (converted once per task) or
+// absent, with and without a residual.
 TEST_P(NormTest, StreamingRowsWithEveryParameterType) {
   struct Params {
     std::optional<DType> gamma, beta;
@@ -230,28 +231,38 @@ TEST_P(NormTest, StreamingRowsWithEveryParameterType) {
   for (NormKind kind : {NormKind::rms, NormKind::layer})
     for (DType dt : {DType::f32, DType::bf16})
       for (const Params& pr : params)
-        for (std::int64_t cols : {64L, 300L}) {
-          if (kind == NormKind::rms && pr.beta) continue;
-          SCOPED_TRACE(fmt::format("{} {} cols={} gamma={} beta={}", kind == NormKind::rms ? "rms" : "layer", to_string(dt),
-                                   cols, pr.gamma ? to_string(*pr.gamma) : "-", pr.beta ? to_string(*pr.beta) : "-"));
-          const std::int64_t rows = 3;
-          const Tensor x = random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f);
-          const Tensor g = random_tensor(pr.gamma.value_or(DType::f32), {cols}, 2);
-          const Tensor b = random_tensor(pr.beta.value_or(DType::f32), {cols}, 3);
-          Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
-          kernels::NormArgs args{.kind = kind, .x_dtype = dt, .residual_dtype = dt, .sum_dtype = dt,
-                                 .gamma_dtype = pr.gamma.value_or(dt), .beta_dtype = pr.beta.value_or(dt), .y_dtype = dt,
-                                 .cols = cols, .x = x.data(), .x_row_stride = cols, .x_col_stride = 1,
-                                 .gamma = pr.gamma ? g.data() : nullptr, .gamma_stride = 1,
-                                 .beta = pr.beta ? b.data() : nullptr, .beta_stride = 1,
-                                 .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .eps = 1e-5f, .stream_y = true};
-          const kernels::RowProblem problem{dt, dt, args.gamma_dtype, rows, cols, true};
-          const auto* row = kernels::select<kernels::NormFamily>(problem, GetParam());
-          row->run(args, 0, rows);
-          args.y = ref.data();
-          kernels::ref::norm(args, 0, rows);
-          EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
-        }
+        for (std::int64_t cols : {64L, 300L})
+          for (bool residual : {false, true}) {
+            if (kind == NormKind::rms && pr.beta) continue;
+            SCOPED_TRACE(fmt::format("{} {} cols={} gamma={} beta={} residual={}", kind == NormKind::rms ? "rms" : "layer",
+                                     to_string(dt), cols, pr.gamma ? to_string(*pr.gamma) : "-",
+                                     pr.beta ? to_string(*pr.beta) : "-", residual));
+            const std::int64_t rows = 3;
+            const Tensor x = random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f);
+            const Tensor res = random_tensor(dt, {rows, cols}, 4, -3.0f, 3.0f);
+            const Tensor g = random_tensor(pr.gamma.value_or(DType::f32), {cols}, 2);
+            const Tensor b = random_tensor(pr.beta.value_or(DType::f32), {cols}, 3);
+            Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
+            Tensor sum = zeros(dt, {rows, cols}), ref_sum = zeros(dt, {rows, cols});
+            kernels::NormArgs args{.kind = kind, .x_dtype = dt, .residual_dtype = dt, .sum_dtype = dt,
+                                   .gamma_dtype = pr.gamma.value_or(dt), .beta_dtype = pr.beta.value_or(dt), .y_dtype = dt,
+                                   .cols = cols, .x = x.data(), .x_row_stride = cols, .x_col_stride = 1,
+                                   .residual = residual ? res.data() : nullptr, .residual_row_stride = cols,
+                                   .residual_col_stride = 1, .sum = residual ? sum.data() : nullptr, .sum_row_stride = cols,
+                                   .sum_col_stride = 1, .gamma = pr.gamma ? g.data() : nullptr, .gamma_stride = 1,
+                                   .beta = pr.beta ? b.data() : nullptr, .beta_stride = 1,
+                                   .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .eps = 1e-5f, .stream_y = true};
+            const kernels::RowProblem problem{dt, dt, args.gamma_dtype, rows, cols, true};
+            const auto* row = kernels::select<kernels::NormFamily>(problem, GetParam());
+            row->run(args, 0, rows);
+            args.y = ref.data();
+            if (residual) args.sum = ref_sum.data();
+            kernels::ref::norm(args, 0, rows);
+            EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+            if (residual) {
+              EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+            }
+          }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, NormTest, ::testing::ValuesIn(isa_levels()), isa_name);

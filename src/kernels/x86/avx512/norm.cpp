@@ -103,7 +103,11 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
 // locals: see unary_rows.hpp. One pass over memory computes v (and stores the sum)
-// with its moments in f64; the output pass reads v back from L1.
+// with its moments in f64; the output pass reads v back from L1: x's row or
+// the sum's. Past the L3 the sum is streamed, as y is, and also kept in a
+// row buffer as f32 for the output pass (read back from memory, a streamed
+// sum would cost a DRAM read): an unstreamed sum cost a read for ownership,
+// which made AddRmsNorm no faster than its unfused parts.
 template <class X, class V, class Y>
 static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
   const std::int64_t n = a.cols, xs = bytes_of(xt), vs = bytes_of(vt), ys = bytes_of(yt);
@@ -113,10 +117,11 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
   const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
   const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
   const float eps = a.eps;
+  const bool buffered = a.residual && a.stream_y;
+  float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
-    const char* v = x;
     // The row normalized: x + residual, rounded to sum's dtype and stored
     // there (the first pass; sum may be the very view of x or residual), or x.
     const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
@@ -126,15 +131,19 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     };
     const auto value = [&](std::int64_t c, __mmask16 m) { return res ? rounded(added(c, m), vt) : load16(x + c * xs, xt, m); };
     const auto first_pass = [&](std::int64_t c, __mmask16 m) {
-      return res ? store16_rounded(sum + c * vs, vt, added(c, m), m) : load16(x + c * xs, xt, m);
+      if (!res) return load16(x + c * xs, xt, m);
+      const __m512 s = store16_rounded(sum + c * vs, vt, added(c, m), m, buffered);
+      if (buffered) _mm512_mask_store_ps(vbuf + c, m, s);
+      return s;
     };
-    if (res) v = sum;
     // Layer norm centres on the row's first value; RMS needs the raw squares.
     const float shift = layer ? _mm512_cvtss_f32(value(0, 1)) : 0.0f;
     Moments mo = layer ? row_moments_f32<true>(n, shift, first_pass) : row_moments_f32<false>(n, 0.0f, first_pass);
     double offset = shift;
     if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): again in f64, from v as stored
-      const auto stored = [&](std::int64_t c, __mmask16 m) { return load16(v + c * vs, vt, m); };
+      const auto stored = [&](std::int64_t c, __mmask16 m) {
+        return buffered ? _mm512_maskz_load_ps(m, vbuf + c) : res ? load16(sum + c * vs, vt, m) : load16(x + c * xs, xt, m);
+      };
       mo = layer ? row_moments<true>(n, stored) : row_moments<false>(n, stored);
       offset = 0.0;
     }
@@ -148,27 +157,35 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     // prefetcher stalls.
     const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : nullptr;
     const char* res_next = x_next && a.residual ? static_cast<const char*>(a.residual) + (r + 1) * a.residual_row_stride * rs : nullptr;
-    // Compiled per (beta, streaming stores), so the loop tests neither.
-    const auto output = [&](auto with_beta, auto stream) {
+    // Compiled per (beta, streaming stores, v's source), so the loop tests none.
+    const auto output = [&](auto with_beta, auto stream, const char* v, auto vt) {
       for (std::int64_t c = 0; c < n; c += 16) {
         if (x_next) _mm_prefetch(x_next + c * xs, _MM_HINT_T0);
         if (res_next) _mm_prefetch(res_next + c * rs, _MM_HINT_T0);
         const __mmask16 m = tail_mask(n - c);
-        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * vs, vt, m), mean16), inv);
+        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * bytes_of(vt), vt, m), mean16), inv);
         const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
         const __m512 out = with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);
         if constexpr (stream) put16(y + c * ys, yt, out, m, true);
         else store16(y + c * ys, yt, out, m);
       }
     };
+    const auto output_from_v = [&](auto with_beta, auto stream) {
+      if constexpr (stream) {
+        if (buffered) return output(with_beta, stream, reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});
+      } else {
+        if (res) return output(with_beta, stream, sum, vt);
+      }
+      output(with_beta, stream, x, xt);
+    };
     using On = std::true_type;
     using Off = std::false_type;
     if (beta) {
-      if (a.stream_y) output(On(), On());
-      else output(On(), Off());
+      if (a.stream_y) output_from_v(On(), On());
+      else output_from_v(On(), Off());
     } else {
-      if (a.stream_y) output(Off(), On());
-      else output(Off(), Off());
+      if (a.stream_y) output_from_v(Off(), On());
+      else output_from_v(Off(), Off());
     }
   }
   if (a.stream_y) _mm_sfence();

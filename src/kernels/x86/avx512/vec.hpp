@@ -78,22 +78,29 @@ static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
   }
 }
 
-// Stores as store16 does and returns the values as stored, as f32: one
-// rounding serves both (a store16 then a load16 would round, store, reload
-// and widen).
-static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m) {
+// Stores as store16 does, or as put16 with `stream`, and returns the values
+// as stored, as f32: one rounding serves both (a store16 then a load16 would
+// round, store, reload and widen).
+static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m, bool stream = false) {
+  const std::uintptr_t bytes = 16 * std::uintptr_t(bytes_of(t));
+  const bool streamed = stream && m == 0xffff && (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) == 0;
   switch (t) {
     case DType::bf16: {
       const __m256i h = to_bf16(v);
-      _mm256_mask_storeu_epi16(p, m, h);
+      if (streamed) _mm256_stream_si256(static_cast<__m256i*>(p), h);
+      else _mm256_mask_storeu_epi16(p, m, h);
       return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
     case DType::f16: {
       const __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm256_mask_storeu_epi16(p, m, h);
+      if (streamed) _mm256_stream_si256(static_cast<__m256i*>(p), h);
+      else _mm256_mask_storeu_epi16(p, m, h);
       return _mm512_cvtph_ps(h);
     }
-    default: _mm512_mask_storeu_ps(p, m, v); return v;
+    default:
+      if (streamed) _mm512_stream_ps(static_cast<float*>(p), v);
+      else _mm512_mask_storeu_ps(p, m, v);
+      return v;
   }
 }
 
