@@ -60,15 +60,18 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments,
 // the arguments in a local copy (a store through y or sum may alias them).
+// Past the L3, y and the sum are streamed and the sum is kept in a row buffer
+// as f32 for the later passes, as in the AVX-512 row.
 template <class X, class V, class Y>
 static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
   const NormArgs a = args;
   const std::int64_t n = a.cols;
   const std::int64_t xs = bytes_of(xt), rs = bytes_of(a.residual_dtype), vs = bytes_of(vt), ys = bytes_of(yt);
   const DType rt = a.residual_dtype;
-  const bool layer = a.kind == NormKind::layer;
+  const bool layer = a.kind == NormKind::layer, stream = a.stream_y, buffered = a.residual && stream;
   const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
   const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
+  float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
@@ -79,7 +82,8 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
       char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * vs;
       total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) {
         const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, xt, k), load8_n(res + c * rs, rt, k)), vt);
-        store8_n(sum + c * vs, vt, t, k);
+        put8_n(sum + c * vs, vt, t, k, buffered);
+        if (buffered) store8_n(vbuf + c, DType::f32, t, k);
         return t;
       });
       v = sum;
@@ -88,18 +92,24 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
     }
     const double mean = layer ? total / double(n) : 0.0;
     const __m256 mean8 = _mm256_set1_ps(float(mean));
-    const double var = row_sum<true>(n, [&](std::int64_t c, std::int64_t k) {
-                         const __m256 d = _mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8);
-                         return k == 8 ? d : _mm256_and_ps(d, lanes_below(k));
-                       }) / double(n);
-    const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
-    for (std::int64_t c = 0; c < n; c += 8) {
-      const std::int64_t k = std::min<std::int64_t>(8, n - c);
-      const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(v + c * vs, vt, k), mean8), inv);
-      const __m256 g = load8_n(gamma + c, DType::f32, k), b = beta ? load8_n(beta + c, DType::f32, k) : _mm256_setzero_ps();
-      store8_n(y + c * ys, yt, _mm256_fmadd_ps(d, g, b), k);
-    }
+    // The variance and output passes read v from src (type st).
+    const auto finish = [&](const char* src, auto st) {
+      const double var = row_sum<true>(n, [&](std::int64_t c, std::int64_t k) {
+                           const __m256 d = _mm256_sub_ps(load8_n(src + c * bytes_of(st), st, k), mean8);
+                           return k == 8 ? d : _mm256_and_ps(d, lanes_below(k));
+                         }) / double(n);
+      const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
+      for (std::int64_t c = 0; c < n; c += 8) {
+        const std::int64_t k = std::min<std::int64_t>(8, n - c);
+        const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(src + c * bytes_of(st), st, k), mean8), inv);
+        const __m256 g = load8_n(gamma + c, DType::f32, k), b = beta ? load8_n(beta + c, DType::f32, k) : _mm256_setzero_ps();
+        put8_n(y + c * ys, yt, _mm256_fmadd_ps(d, g, b), k, stream);
+      }
+    };
+    if (buffered) finish(reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});
+    else finish(v, vt);
   }
+  if (stream) _mm_sfence();
 }
 
 void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1) {
