@@ -7,17 +7,24 @@
 namespace tessera::kernels::avx2 {
 
 namespace {
+// Rows up to this many columns keep their exps in an L1 buffer between the
+// sum and the output pass, so each logit's exp is computed once.
+constexpr std::int64_t kBufferedCols = 4096;
+
+// One row's logits, for x and mask storage types known at compile time
+// (std::integral_constant) or read from the arguments.
+template <class X, class M>
 struct Row {
   const char* x;
   const char* mask;
-  DType x_dtype, mask_dtype;
+  X x_dtype;
+  M mask_dtype;
   __m256 scale;
-  std::int64_t xs, ms;  // element sizes
   // Logits of columns c .. c + min(n, 8); lanes past n hold -inf, which
   // neither raises the max nor adds to the sum (exp_of_logit(-inf) is 0).
   __m256 logits(std::int64_t c, std::int64_t n) const {
-    __m256 l = _mm256_mul_ps(load8_n(x + c * xs, x_dtype, n), scale);
-    if (mask) l = _mm256_add_ps(l, load8_n(mask + c * ms, mask_dtype, n));
+    __m256 l = _mm256_mul_ps(load8_n(x + c * bytes_of(x_dtype), x_dtype, n), scale);
+    if (mask) l = _mm256_add_ps(l, load8_n(mask + c * bytes_of(mask_dtype), mask_dtype, n));
     return n >= 8 ? l : _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), l, lanes_below(n));
   }
 };
@@ -31,16 +38,22 @@ static inline __m256 exp_of_logit(__m256 d) {
 }  // namespace
 
 // The AVX-512 row's three passes, 8 lanes wide: max (and NaN check), sum of
-// exps, normalized exps (log: logit - max - log(sum)); columns past the
+// exps (kept in a buffer for the next pass), normalized exps (log: logit -
+// max - log(sum)); columns past the
 // causal window are written as 0 (log: -inf). Unit column strides only.
-void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype), ms = bytes_of(a.mask_dtype);
+// Compiled per storage type when x, y (and the mask) share one, the
+// arguments in a local copy (a store through y may alias them).
+template <class X, class M, class Y>
+static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t r0, std::int64_t r1) {
+  const SoftmaxArgs a = args;
+  const std::int64_t xs = bytes_of(xt), ys = bytes_of(yt), ms = bytes_of(mt);
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const __m256 hidden = _mm256_set1_ps(a.log ? neg_inf : 0.0f);
+  alignas(32) float exps[kBufferedCols];
   for (std::int64_t r = r0; r < r1; ++r) {
-    const Row row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
-                  a.mask ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr,
-                  a.x_dtype, a.mask_dtype, _mm256_set1_ps(a.scale), xs, ms};
+    const Row<X, M> row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
+                        a.mask ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr, xt, mt,
+                        _mm256_set1_ps(a.scale)};
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const std::int64_t window = r + a.causal_offset + 1;
     const std::int64_t visible = !a.causal || window > a.cols ? a.cols : window < 0 ? 0 : window;
@@ -55,23 +68,38 @@ void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
     const float max = hmax(vmax);
     const bool empty = max == neg_inf && !has_nan;
     const __m256 vm = _mm256_set1_ps(max);
+    const bool buffered = !a.log && visible <= kBufferedCols;
     __m256 vsum = _mm256_setzero_ps();
-    for (std::int64_t c = 0; c < visible && !empty; c += 8)
-      vsum = _mm256_add_ps(vsum, exp_of_logit(_mm256_sub_ps(row.logits(c, visible - c), vm)));
+    for (std::int64_t c = 0; c < visible && !empty; c += 8) {
+      const __m256 e = exp_of_logit(_mm256_sub_ps(row.logits(c, visible - c), vm));
+      if (buffered) _mm256_store_ps(exps + c, e);
+      vsum = _mm256_add_ps(vsum, e);
+    }
     const float sum = has_nan ? std::numeric_limits<float>::quiet_NaN() : hsum(vsum);
     const __m256 inv = _mm256_set1_ps(1.0f / sum);
     const __m256 log_sum = _mm256_set1_ps(a.log ? float(std::log(double(sum))) : 0.0f);
     for (std::int64_t c = 0; c < a.cols; c += 8) {
       __m256 p = hidden;
       if (c < visible && !empty) {
-        const __m256 d = _mm256_sub_ps(row.logits(c, visible - c), vm);
-        p = a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit(d), inv);
+        if (buffered) {
+          p = _mm256_mul_ps(_mm256_load_ps(exps + c), inv);
+        } else {
+          const __m256 d = _mm256_sub_ps(row.logits(c, visible - c), vm);
+          p = a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit(d), inv);
+        }
         // A NaN row's sum would make the hidden lanes NaN too.
         if (visible - c < 8) p = _mm256_blendv_ps(hidden, p, lanes_below(visible - c));
       }
-      store8_n(y + c * ys, a.y_dtype, p, a.cols - c);
+      store8_n(y + c * ys, yt, p, a.cols - c);
     }
   }
+}
+
+void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
+  if (a.x_dtype == a.y_dtype && (!a.mask || a.mask_dtype == a.x_dtype))
+    dispatch_float(a.x_dtype, [&](auto t) { softmax_rows(a, t, t, t, r0, r1); });
+  else
+    softmax_rows(a, a.x_dtype, a.mask_dtype, a.y_dtype, r0, r1);
 }
 
 }  // namespace tessera::kernels::avx2
