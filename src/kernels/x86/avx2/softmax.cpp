@@ -28,11 +28,11 @@ struct Row {
     return n >= 8 ? l : _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), l, lanes_below(n));
   }
 };
-// exp(d) for d = logit - max <= 0; 0 below -87, where the result (< FLT_MIN)
-// would be subnormal: each vector holding one costs a microcode assist, and
-// rows with -inf in their mask ran 3x slower.
+// exp(d) for d = logit - max <= 0; 0 below exp_floor(normal), where the
+// result would be subnormal (see ExpTiny: rows with -inf in their mask ran
+// 3x slower).
 static inline __m256 exp_of_logit(__m256 d) {
-  const __m256 normal = _mm256_cmp_ps(d, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+  const __m256 normal = _mm256_cmp_ps(d, _mm256_set1_ps(exp_floor(ExpTiny::normal)), _CMP_GE_OQ);
   return _mm256_and_ps(normal, exp8<ExpTiny::normal>(d));
 }
 }  // namespace

@@ -120,7 +120,7 @@ static inline __m256 lanes_below(std::int64_t n) {
 template <ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);  // operand order keeps NaN; exp(89) -> Inf
-  x = _mm256_max_ps(_mm256_set1_ps(Tiny == ExpTiny::normal ? -87.0f : -103.972084f), x);
+  x = _mm256_max_ps(_mm256_set1_ps(exp_floor(Tiny)), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);

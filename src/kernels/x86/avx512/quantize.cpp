@@ -18,7 +18,7 @@ __m512 per_group16(std::int64_t i, std::int64_t n, std::int64_t group, At at) {
 }
 
 // n <= 16 integers from element i on (i4: i even, so they start a byte), as i32 lanes.
-__m512i load_q16(const void* base, DType t, std::int64_t i, std::int64_t n) {
+inline __m512i load_q16(const void* base, DType t, std::int64_t i, std::int64_t n) {
   const auto* p = static_cast<const std::uint8_t*>(base);
   if (t == DType::i4) {
     const __m512i b = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(__mmask16((1u << ((n + 1) / 2)) - 1), p + i / 2));
@@ -33,7 +33,7 @@ __m512i load_q16(const void* base, DType t, std::int64_t i, std::int64_t n) {
 
 // Stores n <= 16 in-range integers at element i on (i4: i even). An odd i4
 // count ends in half a byte: its other nibble is kept.
-void store_q16(void* base, DType t, std::int64_t i, __m512i q, std::int64_t n) {
+inline void store_q16(void* base, DType t, std::int64_t i, __m512i q, std::int64_t n) {
   auto* p = static_cast<std::uint8_t*>(base);
   if (t != DType::i4) {
     _mm512_mask_cvtepi32_storeu_epi8(p + i, tail_mask(n), q);  // i8 and u8: the low byte is the value
@@ -101,7 +101,6 @@ static void dispatch_common(DType f, DType q, F&& fn) {
 template <class X, class Q>
 static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std::int64_t i1) {
   const char* x = static_cast<const char*>(a.x) + a.x_offset * bytes_of(xt);
-  auto* y = static_cast<std::int8_t*>(a.y) + a.y_offset;
   const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
   const bool per_element = a.scale_stride != 0;
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
@@ -113,7 +112,7 @@ static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std
     __m512 q = _mm512_roundscale_ps(_mm512_div_ps(load16(x + i * bytes_of(xt), xt, m), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q);  // NaN -> 0, the zero point
     q = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
-    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(q));
+    store_q16(a.y, qt, a.y_offset + i, _mm512_cvtps_epi32(q), std::min<std::int64_t>(16, i1 - i));
   }
 }
 
@@ -139,15 +138,13 @@ void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
 
 template <class X, class Y>
 static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, std::int64_t i1) {
-  const auto* x = static_cast<const std::int8_t*>(a.x) + a.x_offset;
   char* y = static_cast<char*>(a.y) + a.y_offset * bytes_of(yt);
   const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
   const bool per_element = a.scale_stride != 0;
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
   for (std::int64_t i = i0; i < i1; i += 16) {
     const __mmask16 m = tail_mask(i1 - i);
-    const __m128i bytes = _mm_maskz_loadu_epi8(m, x + i);
-    const __m512 q = _mm512_cvtepi32_ps(xt == DType::u8 ? _mm512_cvtepu8_epi32(bytes) : _mm512_cvtepi8_epi32(bytes));
+    const __m512 q = _mm512_cvtepi32_ps(load_q16(a.x, xt, a.x_offset + i, std::min<std::int64_t>(16, i1 - i)));
     const __m512 s = per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0;
     store16(y + i * bytes_of(yt), yt, _mm512_mul_ps(q, s), m);
   }

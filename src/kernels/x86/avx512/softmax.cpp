@@ -37,12 +37,12 @@ constexpr DType out_type() {
   else return Y::value;
 }
 
-// exp(d) for d = logit - max <= 0, in lanes m; 0 in the others and below -87,
-// where the result (< FLT_MIN) would be subnormal: each vector holding one
-// costs a microcode assist, and rows with -inf in their mask ran 7x slower.
+// exp(d) for d = logit - max <= 0, in lanes m; 0 in the others and below
+// exp_floor(normal), where the result would be subnormal (see ExpTiny: rows
+// with -inf in their mask ran 7x slower).
 template <DType Out>
 static inline __m512 exp_of_logit(__m512 d, __mmask16 m) {
-  const __mmask16 normal = _mm512_mask_cmp_ps_mask(m, d, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+  const __mmask16 normal = _mm512_mask_cmp_ps_mask(m, d, _mm512_set1_ps(exp_floor(ExpTiny::normal)), _CMP_GE_OQ);
   return _mm512_maskz_mov_ps(normal, exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(d));
 }
 

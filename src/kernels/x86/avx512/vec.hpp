@@ -78,12 +78,18 @@ static inline void store16(void* p, DType t, __m512 v, __mmask16 m) {
   }
 }
 
+// Whether 16 elements stored at p go out as one streaming store: asked for
+// (`stream`), all 16 lanes, and p aligned to the vector.
+static inline bool streams16(const void* p, DType t, __mmask16 m, bool stream) {
+  const std::uintptr_t bytes = 16 * std::uintptr_t(bytes_of(t));
+  return stream && m == 0xffff && (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
 // Stores as store16 does, or as put16 with `stream`, and returns the values
 // as stored, as f32: one rounding serves both (a store16 then a load16 would
 // round, store, reload and widen).
 static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m, bool stream = false) {
-  const std::uintptr_t bytes = 16 * std::uintptr_t(bytes_of(t));
-  const bool streamed = stream && m == 0xffff && (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) == 0;
+  const bool streamed = streams16(p, t, m, stream);
   switch (t) {
     case DType::bf16: {
       const __m256i h = to_bf16(v);
@@ -109,8 +115,7 @@ static inline __m512 store16_rounded(void* p, DType t, __m512 v, __mmask16 m, bo
 // line first). A kernel that streams ends with _mm_sfence(), so its writes
 // are ordered before whatever the pool runs next.
 static inline void put16(void* p, DType t, __m512 v, __mmask16 m, bool stream) {
-  const std::uintptr_t bytes = 16 * std::uintptr_t(bytes_of(t));
-  if (!stream || m != 0xffff || (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) != 0) return store16(p, t, v, m);
+  if (!streams16(p, t, m, stream)) return store16(p, t, v, m);
   switch (t) {
     case DType::bf16: _mm256_stream_si256(static_cast<__m256i*>(p), to_bf16(v)); break;
     case DType::f16: _mm256_stream_si256(static_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); break;
@@ -192,7 +197,7 @@ enum class ExpArg { any, nonpositive };
 // exp's lower clamp, for ExpTiny (kernels/activation.hpp).
 template <ExpTiny Tiny>
 static inline __m512 exp_lower_clamp(__m512 x) {
-  return _mm512_max_ps(_mm512_set1_ps(Tiny == ExpTiny::normal ? -87.0f : -103.972084f), x);
+  return _mm512_max_ps(_mm512_set1_ps(exp_floor(Tiny)), x);
 }
 
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
