@@ -52,13 +52,14 @@ struct GemmOptions {
 
 // Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
 // from the case's f32 weights [K, N]; with `fused`, the epilogue of an FFN
-// projection rides along: c = silu(a x w + bias) + residual.
+// projection rides along: c = silu(a x w + bias) + residual. int8 quantizes
+// A per token (W8A8); int4 is weight-only unless `w4a8` asks the same.
 class TesseraGemm final : public GemmImpl {
   using WeightsPtr = ops::WeightsPtr;
 
  public:
-  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn, bool fused = false)
-      : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)), fused_(fused) {}
+  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn, bool fused = false, bool w4a8 = false)
+      : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)), fused_(fused), w4a8_(w4a8) {}
 
   Status prepare(int threads, std::int64_t m, std::int64_t cold_bytes) override {
     plans_.clear();
@@ -88,7 +89,7 @@ class TesseraGemm final : public GemmImpl {
       inputs_.push_back(bias);
       inputs_.push_back(residual);
     }
-    const ops::LinearOptions options{.quantize_activations = type_ == GemmType::int8};
+    const ops::LinearOptions options{.quantize_activations = type_ == GemmType::int8 || w4a8_};
     for (const WeightsPtr& w : weights_) {
       TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), epilogue, options));
       plans_.push_back(std::move(plan));
@@ -117,7 +118,7 @@ class TesseraGemm final : public GemmImpl {
   Contexts& contexts_;
   GemmType type_;
   Tensor w_kn_;
-  bool fused_;
+  bool fused_, w4a8_;
   std::vector<WeightsPtr> weights_;  // distinct copies, each packed on its own
   Tensor a_, c_;
   std::vector<Tensor> inputs_;  // a, [bias, residual]
@@ -141,8 +142,11 @@ std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor&
   entries.push_back({"tessera", type, std::make_unique<TesseraGemm>(contexts, type, w)});
   // No peer has an int4 GEMM; int4 is measured against Tessera's own f32
   // where it is meant to win, the weight-bound rows.
-  if (type == GemmType::int4)
+  // W4A8 (A quantized per token, integer dot products) is a decode path.
+  if (type == GemmType::int4) {
     entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w), true});
+    entries.push_back({"tessera_w4a8", type, std::make_unique<TesseraGemm>(contexts, type, w, false, true), true});
+  }
   // The fused epilogue's cost is judged where the GEMM is compute-bound.
   entries.push_back({"tessera_epilogue", type, std::make_unique<TesseraGemm>(contexts, type, w, true), false, true});
   [[maybe_unused]] auto add_peer = [&](std::string impl, Result<std::unique_ptr<GemmImpl>> peer) {
@@ -191,10 +195,12 @@ struct Case {
 };
 
 // Tessera's speed against the fastest other implementation of its case; the
-// fused-epilogue row against the bare GEMM (below 1: what the epilogue costs).
+// fused-epilogue row against the bare GEMM (below 1: what the epilogue costs)
+// and W4A8 against weight-only int4.
 void add_ratio(std::vector<Row>& rows) {
-  bench::add_ratio(rows, "tessera", [](std::string_view impl) { return impl != "tessera_epilogue"; });
-  bench::add_ratio(rows, "tessera_epilogue", [](std::string_view impl) { return impl == "tessera"; });
+  bench::add_ratio(rows, "tessera", [](std::string_view impl) { return impl != "tessera_epilogue" && impl != "tessera_w4a8"; });
+  for (std::string_view variant : {"tessera_epilogue", "tessera_w4a8"})
+    bench::add_ratio(rows, variant, [](std::string_view impl) { return impl == "tessera"; });
 }
 
 void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {

@@ -31,6 +31,7 @@ struct MatmulProblem {
   std::int64_t m, n, k;
   std::int64_t a_col_stride, b_col_stride, c_col_stride;
   bool residual_unit;  // no residual, or one with unit column stride
+  std::int64_t b_group = 0;  // quantized weights: K per group of scales (K: one group)
 };
 
 struct MatmulArgs {
@@ -84,6 +85,7 @@ namespace avx512_bf16 {
 TESSERA_MATMUL_KERNEL(matmul_bf16_dot);
 TESSERA_MATMUL_KERNEL(matmul_int8_vnni);
 TESSERA_MATMUL_KERNEL(matmul_decode_vnni);
+TESSERA_MATMUL_KERNEL(matmul_decode_w4a8);
 }  // namespace avx512_bf16
 namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
 #undef TESSERA_MATMUL_KERNEL

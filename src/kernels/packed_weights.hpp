@@ -10,8 +10,11 @@
 //        what vdpbf16ps wants.
 //   i8   [panel][k/64][half][k%64/4][16][4]: the AMX int8 B-tile layout (K
 //        padded to 64), signed when symmetric, unsigned with zero points
-//   i4   [panel][k][16] bytes: byte j holds column j in its low nibble and
-//        column j+16 in its high nibble, unsigned (symmetric: zero point 8)
+//   i4   [panel][k/4][16][4] bytes (K padded to 4 with zero bytes): byte
+//        (j, e) holds k = 4 * (k/4) + e of column j in its low nibble and of
+//        column j+16 in its high nibble, unsigned (symmetric: zero point 8).
+//        Each 64 bytes are four k of the panel's 32 columns; either nibble
+//        masked out leaves the u8 operand of vpdpbusd (4 k per 4-byte lane).
 //
 // Quantized weights carry scales [groups][n_pad] (f32, f16 or bf16) and,
 // when asymmetric, zero points [groups][n_pad] (u8): w = (q - zero) * scale.
@@ -27,6 +30,7 @@ namespace tessera::kernels {
 constexpr std::int64_t kPanelCols = 32;
 constexpr std::int64_t kBf16KStep = 32;  // K rows of one AMX bf16 B tile
 constexpr std::int64_t kI8KStep = 64;    // K rows of one AMX int8 B tile
+constexpr std::int64_t kI4KStep = 4;     // K rows of one 64-byte block of i4
 
 struct PackedB {
   DType dtype;  // f32, bf16, i8, i4
@@ -45,7 +49,9 @@ static inline std::int64_t padded_n(std::int64_t n) { return panels_of(n) * kPan
 static inline std::int64_t tile_k_step(DType dtype) {
   return dtype == DType::bf16 ? kBf16KStep : dtype == DType::i8 ? kI8KStep : 1;
 }
-static inline std::int64_t padded_k(DType dtype, std::int64_t k) { return round_up(k, tile_k_step(dtype)); }
+static inline std::int64_t padded_k(DType dtype, std::int64_t k) {
+  return round_up(k, dtype == DType::i4 ? kI4KStep : tile_k_step(dtype));
+}
 
 // Bytes of one packed panel row (one k) and of the whole value array.
 static inline std::int64_t panel_row_bytes(DType dtype) {
@@ -63,13 +69,18 @@ static inline std::int64_t tile_packed_index(DType dtype, std::int64_t k_pad, st
   return (((((p * (k_pad / step) + kb) * 2 + half) * 16 + kq) * 16 + j) * group) + e;
 }
 
+// i4: the byte holding (k, n) (the low nibble for n % 32 < 16, else the high).
+static inline std::int64_t i4_byte_index(std::int64_t k_pad, std::int64_t k, std::int64_t n) {
+  const std::int64_t p = n / kPanelCols, j = n % 16;
+  return ((p * (k_pad / kI4KStep) + k / kI4KStep) * 16 + j) * kI4KStep + k % kI4KStep;
+}
+
 // The stored integer of (k, n) for i8 / i4, and the zero point it is measured from.
 static inline int quantized_at(const PackedB& b, std::int64_t k, std::int64_t n) {
   const auto* v = static_cast<const std::uint8_t*>(b.values);
-  const std::int64_t p = n / kPanelCols, col = n % kPanelCols;
   if (b.dtype == DType::i4) {
-    const std::uint8_t byte = v[(p * b.k + k) * (kPanelCols / 2) + col % 16];
-    return col < 16 ? byte & 0xf : byte >> 4;
+    const std::uint8_t byte = v[i4_byte_index(padded_k(b.dtype, b.k), k, n)];
+    return n % kPanelCols < 16 ? byte & 0xf : byte >> 4;
   }
   const std::uint8_t byte = v[tile_packed_index(b.dtype, padded_k(b.dtype, b.k), k, n)];
   return b.zeros ? int(byte) : int(std::int8_t(byte));

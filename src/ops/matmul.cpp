@@ -42,6 +42,7 @@ struct TilingGrains {
 };
 constexpr TilingGrains kTilingGrains[] = {
     {kernels::avx512::matmul_decode, 0, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_decode_w4a8, 0, kernels::kPanelCols, 0},
     {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
     {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
     {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, 0},
@@ -299,7 +300,8 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
                                        g.a_cs,
                                        spec.weights ? 1 : g.b_cs,
                                        g.c_cs,
-                                       !spec.epilogue.residual || g.r_cs == 1 || g.n <= 1};
+                                       !spec.epilogue.residual || g.r_cs == 1 || g.n <= 1,
+                                       spec.weights ? spec.weights->group_size() : 0};
   spec.row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
   spec.tiling = spec.row->tiling(problem, ctx.hw());
   apply_tuning(ctx, problem, spec);
@@ -393,9 +395,11 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   const std::int64_t k = a.shape[a.rank() - 1], n = w->n();
   if (k != w->k())
     return Status::invalid_argument(fmt::format("a: last dim {} (shape {}) must equal the weights' K = {}", k, a.shape.to_string(), w->k()));
-  if (options.quantize_activations && (w->dtype() != DType::i8 || w->quant().zero_points || w->group_size() != w->k()))
+  if (options.quantize_activations && w->dtype() != DType::i4 &&
+      (w->dtype() != DType::i8 || w->quant().zero_points || w->group_size() != w->k()))
     return Status::invalid_argument(
-        "options.quantize_activations: W8A8 needs int8 weights quantized per output channel (group_size 0) without zero points");
+        "options.quantize_activations: needs int4 weights (W4A8), or int8 weights quantized per output channel (group_size 0) "
+        "without zero points (W8A8)");
   Shape expected = a.shape;
   expected[expected.rank() - 1] = n;
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));

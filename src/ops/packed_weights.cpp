@@ -120,9 +120,8 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
         const int stored = spec.zero_points ? kernels::quantize_value(v, scale[nn], zero[nn], 0, int(levels))
                                             : kernels::quantize_value(v, scale[nn], 0, -int(qmax) - (i4 ? 1 : 0), int(qmax)) + (i4 ? 8 : 0);
         if (i4) {
-          const std::int64_t row = nn / kernels::kPanelCols * k + kk, col = nn % kernels::kPanelCols;
-          std::uint8_t& byte = values[row * (kernels::kPanelCols / 2) + col % 16];
-          byte = std::uint8_t(col < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
+          std::uint8_t& byte = values[kernels::i4_byte_index(k_pad, kk, nn)];
+          byte = std::uint8_t(nn % kernels::kPanelCols < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
         } else {
           values[kernels::tile_packed_index(DType::i8, k_pad, kk, nn)] = std::uint8_t(stored);
         }

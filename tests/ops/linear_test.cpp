@@ -119,6 +119,30 @@ TEST_P(LinearTest, W8A8) {
   EXPECT_TRUE(std::isfinite(c.data_as<float>()[0]) && std::isfinite(c.data_as<float>()[2 * n]));
 }
 
+TEST_P(LinearTest, W4A8) {
+  // Groups of whole 4-k blocks (the VNNI decode rows), one group over a K
+  // that is not (its zero padding), and a group size that is not (the f32
+  // decode); decode (M <= 4) and prefill rows.
+  for (auto [k, group] : {std::pair<std::int64_t, std::int64_t>{256, 32}, {256, 128}, {258, 0}, {252, 6}})
+    for (bool zero_points : {false, true}) {
+      const std::int64_t n = 70;
+      const Tensor wf = random_tensor(DType::f32, {k, n}, 40);
+      const WeightsPtr w = make_weights(wf, DType::i4, {.group_size = group, .scale_dtype = DType::bf16, .zero_points = zero_points});
+      for (std::int64_t m : {1, 2, 3, 4, 5, 17}) {
+        SCOPED_TRACE(fmt::format("k={} group {} zp {} m={}", k, group, zero_points, m));
+        const Tensor a = random_tensor(DType::f32, {m, k}, 41);
+        check(a, w, DType::f32, {}, true);
+        check(a, w, DType::bf16, {.scale = 0.5f, .activation = Activation::silu, .bias = random_tensor(DType::f32, {n}, 42),
+                                  .residual = random_tensor(DType::f32, {m, n}, 43)}, true);
+        // And W4A8 stays near weight-only int4: int8 steps of 1/127 of each row's range.
+        Tensor q = zeros(DType::f32, {m, n}), f = zeros(DType::f32, {m, n});
+        ASSERT_TRUE(ops::linear(stream_, a, w, q, {}, {.quantize_activations = true}).ok());
+        ASSERT_TRUE(ops::linear(ref_stream_, a, w, f).ok());
+        EXPECT_TRUE(close(q, f, {.atol = 0.25, .rtol = 0.05, .min_cosine = 0.9995}));
+      }
+    }
+}
+
 TEST_P(LinearTest, ResidualMayBeTheOutput) {
   const WeightsPtr w = make_weights(random_tensor(DType::f32, {96, 40}, 18), DType::bf16);
   const Tensor a = random_tensor(DType::bf16, {33, 96}, 19);
@@ -206,14 +230,14 @@ TEST(LinearErrors, PlanNamesTheArgument) {
   auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
   const Tensor wf = random_tensor(DType::f32, {96, 16}, 26);
   const WeightsPtr w = value_or_die(ops::pack_weights(wf, DType::f32));
-  const WeightsPtr i4 = value_or_die(ops::quantize_weights(wf, {.group_size = 32}));
+  const WeightsPtr i8_groups = value_or_die(ops::quantize_weights(wf, {.dtype = DType::i8, .group_size = 32}));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), nullptr, d(DType::f32, {4, 16})), "w"));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 95}), w, d(DType::f32, {4, 16})), "a"));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::i8, {4, 96}), w, d(DType::f32, {4, 16})), "a"));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::f32, {4, 17})), "c"));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::i32, {4, 16})), "c"));
   EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), w, d(DType::f32, {4, 16}), {.bias = d(DType::f32, {15})}), "bias"));
-  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), i4, d(DType::f32, {4, 16}), {}, {.quantize_activations = true}),
+  EXPECT_TRUE(fails_naming(ops::Linear::plan(ctx, d(DType::f32, {4, 96}), i8_groups, d(DType::f32, {4, 16}), {}, {.quantize_activations = true}),
                            "options.quantize_activations"));
   EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.group_size = 40}), "spec.group_size"));
   EXPECT_TRUE(fails_naming(ops::quantize_weights(wf, {.group_size = -32}), "spec.group_size"));

@@ -96,8 +96,13 @@ Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype);
 Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec);
 
 struct LinearOptions {
-  // int8 weights only: quantize each row of A to int8 on the fly (symmetric,
-  // scale = max|a| / 127, per token) and multiply int8 x int8 (W8A8).
+  // Quantize each row of A to int8 on the fly (symmetric, scale = max|a| /
+  // 127, per token) and multiply integers: W8A8 with int8 weights quantized
+  // per output channel without zero points, W4A8 with int4 weights (any
+  // group size, zero points or not). W4A8 is a decode path: up to 4 rows
+  // run integer dot products (AVX512-VNNI), 4x fewer instructions per weight
+  // than weight-only int4; more rows compute in f32 on the int8 steps, where
+  // weight-only int4 (bf16 on AMX) is the faster choice.
   bool quantize_activations = false;
   // A plan for a dynamic number of rows: a, c and the residual are 2-D
   // [M, .] and run() takes any M' <= M rows (bytes and FLOPs stay M's). The

@@ -97,13 +97,17 @@ class BRows32 {
     const auto* v = static_cast<const std::uint8_t*>(b.values);
     __m256i q[4];
     if (b.dtype == DType::i4) {
-      // Byte j holds column j (low nibble) and column j + 16 (high nibble).
-      const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(v + (panel * b.k + k) * 16));
-      const __m256i lo = _mm256_cvtepu8_epi32(bytes), hi = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(bytes, bytes));
-      q[0] = _mm256_and_si256(lo, _mm256_set1_epi32(0xf));
-      q[1] = _mm256_and_si256(hi, _mm256_set1_epi32(0xf));
-      q[2] = _mm256_srli_epi32(lo, 4);
-      q[3] = _mm256_srli_epi32(hi, 4);
+      // Byte k % 4 of each 4-byte lane (column j) of the 64 bytes holding k:
+      // column j in its low nibble, column j + 16 in its high one.
+      const std::uint8_t* quad = v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, panel * kPanelCols);
+      const __m128i shift = _mm_cvtsi32_si128(int(8 * (k % 4)));
+      const __m256i d0 = _mm256_srl_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(quad)), shift);
+      const __m256i d1 = _mm256_srl_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(quad + 32)), shift);
+      const __m256i nibble = _mm256_set1_epi32(0xf);
+      q[0] = _mm256_and_si256(d0, nibble);
+      q[1] = _mm256_and_si256(d1, nibble);
+      q[2] = _mm256_and_si256(_mm256_srli_epi32(d0, 4), nibble);
+      q[3] = _mm256_and_si256(_mm256_srli_epi32(d1, 4), nibble);
     } else {
       // Byte k % 4 of each 4-byte lane of the tile row holding k: shift it to
       // the top, then back down with or without its sign.

@@ -126,16 +126,15 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
 // i4 weights, P panels streamed side by side (one row of A: four streams in
 // flight, as decode_quad_f32; more rows: two, for the registers). Per group
 // of K, the nibbles enter the FMAs unscaled: (q - 8) comes from a 16-entry
-// table by vpermps, which reads only an index's low 4 bits, so the low
-// nibble needs no mask; the group's sums are scaled once at its end, and an
-// explicit zero point z adds -(z - 8) * scale * (the group's sum of a).
-// Per 32 weights that is 6 instructions, against 9 for widening, converting
-// and scaling each weight (measured: the loop was compute-bound at half the
-// read bandwidth).
+// table by vpermps, which reads only an index's low 4 bits, so a nibble
+// needs no mask once shifted to the bottom of its lane; the group's sums are
+// scaled once at its end (add_i4_group). Per 32 weights that is 6
+// instructions, against 9 for widening, converting and scaling each weight
+// (measured: the loop was compute-bound at half the read bandwidth).
 template <int ROWS, int P>
 void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
   const PackedB& b = *p.packed;
-  const std::int64_t panel_bytes = b.k * 16;  // a k row of a panel: 32 nibbles, columns c and c + 16 in byte c
+  const std::int64_t panel_bytes = padded_k(DType::i4, b.k) * 16;
   const int panels = int(std::min<std::int64_t>(P, (n_end - n + kPanelCols - 1) / kPanelCols));
   const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
   const std::uint8_t* panel[P];
@@ -150,10 +149,12 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     for (auto& row : group)
       for (__m512& v : row) v = _mm512_setzero_ps();
     auto step = [&](std::int64_t k) __attribute__((always_inline)) {
+      // Byte k % 4 of each lane of the 64 bytes holding k, shifted to the bottom.
+      const __m128i shift = _mm_cvtsi32_si128(int(8 * (k % 4)));
       __m512 w[2 * P];
 #pragma GCC unroll 4
       for (int j = 0; j < P; ++j) {
-        const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(panel[j] + k * 16)));
+        const __m512i bytes = _mm512_srl_epi32(_mm512_load_si512(panel[j] + k / 4 * 64), shift);
         w[2 * j] = _mm512_permutexvar_ps(bytes, centered);
         w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), centered);
       }
@@ -165,7 +166,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
       }
     };
     std::int64_t k = g0;
-    for (; k + 4 <= g1; k += 4) {  // a 64-byte line of each panel per 4 k
+    for (; k + 4 <= g1; k += 4) {  // about a 64-byte line of each panel per 4 k
       for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kAhead), _MM_HINT_T0);
       step(k), step(k + 1), step(k + 2), step(k + 3);
     }
@@ -174,15 +175,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     if (b.zeros)
       for (int i = 0; i < ROWS; ++i)
         for (std::int64_t k = g0; k < g1; ++k) a_sum[i] += a[i * lda + k];
-    const std::int64_t at = g0 / b.group_size * padded_n(b.n) + n;
-    for (int h = 0; h < 2 * panels; ++h) {
-      const __m512 scale = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
-      for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fmadd_ps(scale, group[i][h], acc[i][h]);
-      if (!b.zeros) continue;
-      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))));
-      const __m512 shift = _mm512_mul_ps(_mm512_sub_ps(z, _mm512_set1_ps(8.0f)), scale);
-      for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fnmadd_ps(shift, _mm512_set1_ps(a_sum[i]), acc[i][h]);
-    }
+    add_i4_group(b, g0 / b.group_size, n, 2 * panels, group, a_sum, acc);
   }
   store_rows(p, acc, 2 * panels, m0, n, n_end);
 }

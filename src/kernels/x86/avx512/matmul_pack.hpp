@@ -152,9 +152,11 @@ class BRows32 {
     const auto* v = static_cast<const std::uint8_t*>(b.values);
     __m512i q0, q1;
     if (b.dtype == DType::i4) {
-      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(v + (panel * b.k + k) * 16)));
-      q0 = _mm512_and_si512(bytes, _mm512_set1_epi32(0xf));
-      q1 = _mm512_srli_epi32(bytes, 4);
+      // Byte k % 4 of each 4-byte lane of the 64 bytes holding k: its low nibble, then its high one.
+      const __m512i d = _mm512_srl_epi32(_mm512_load_si512(v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, n_)),
+                                         _mm_cvtsi32_si128(int(8 * (k % 4))));
+      q0 = _mm512_and_si512(d, _mm512_set1_epi32(0xf));
+      q1 = _mm512_and_si512(_mm512_srli_epi32(d, 4), _mm512_set1_epi32(0xf));
     } else {
       // Byte k % 4 of each 4-byte lane of the tile row holding k: shift it to
       // the top, then back down with or without its sign.
@@ -173,6 +175,24 @@ class BRows32 {
   GroupScales scales_;
 };
 }  // namespace
+
+// The end of a group of K in the int4 decode kernels, whose sums take the
+// weights unscaled as q - 8: acc += scale * sums, and with zero points
+// -= (z - 8) * scale * (the group's sum of each row of A), for `halves`
+// 16-column halves from column n of group g.
+template <int ROWS, int H>
+static inline void add_i4_group(const PackedB& b, std::int64_t g, std::int64_t n, int halves,
+                                const __m512 (&sums)[ROWS][H], const float (&a_sum)[ROWS], __m512 (&acc)[ROWS][H]) {
+  const std::int64_t at = g * padded_n(b.n) + n;
+  for (int h = 0; h < halves; ++h) {
+    const __m512 scale = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
+    for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fmadd_ps(scale, sums[i][h], acc[i][h]);
+    if (!b.zeros) continue;
+    const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))));
+    const __m512 shift = _mm512_mul_ps(_mm512_sub_ps(z, _mm512_set1_ps(8.0f)), scale);
+    for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fnmadd_ps(shift, _mm512_set1_ps(a_sum[i]), acc[i][h]);
+  }
+}
 
 // (k, k+1) rows of 16 columns as the 16 bf16 pairs of one B-tile row.
 static inline __m512i bf16_pairs(__m512 even, __m512 odd) {
