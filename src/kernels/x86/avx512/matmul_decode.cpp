@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/epilogue.hpp"
@@ -148,16 +149,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     __m512 group[ROWS][2 * P];
     for (auto& row : group)
       for (__m512& v : row) v = _mm512_setzero_ps();
-    auto step = [&](std::int64_t k) __attribute__((always_inline)) {
-      // Byte k % 4 of each lane of the 64 bytes holding k, shifted to the bottom.
-      const __m128i shift = _mm_cvtsi32_si128(int(8 * (k % 4)));
-      __m512 w[2 * P];
-#pragma GCC unroll 4
-      for (int j = 0; j < P; ++j) {
-        const __m512i bytes = _mm512_srl_epi32(_mm512_load_si512(panel[j] + k / 4 * 64), shift);
-        w[2 * j] = _mm512_permutexvar_ps(bytes, centered);
-        w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), centered);
-      }
+    auto fma_row = [&](std::int64_t k, const __m512 (&w)[2 * P]) __attribute__((always_inline)) {
 #pragma GCC unroll 4
       for (int i = 0; i < ROWS; ++i) {
         const __m512 av = _mm512_set1_ps(a[i * lda + k]);
@@ -165,10 +157,40 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
         for (int h = 0; h < 2 * P; ++h) group[i][h] = _mm512_fmadd_ps(av, w[h], group[i][h]);
       }
     };
+    // Row k from the 64 bytes holding it: byte k % 4 of each lane, shifted
+    // to the bottom (by a count in a register: two instructions, so the
+    // quads below shift by constants).
+    auto step = [&](std::int64_t k) __attribute__((always_inline)) {
+      const __m128i shift = _mm_cvtsi32_si128(int(8 * (k % 4)));
+      __m512 w[2 * P];
+      for (int j = 0; j < P; ++j) {
+        const __m512i bytes = _mm512_srl_epi32(_mm512_load_si512(panel[j] + k / 4 * 64), shift);
+        w[2 * j] = _mm512_permutexvar_ps(bytes, centered);
+        w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), centered);
+      }
+      fma_row(k, w);
+    };
+    // Rows k .. k + 3 (k a multiple of 4) from one load per panel.
+    auto quad = [&](std::int64_t k) __attribute__((always_inline)) {
+      __m512i d[P];
+      for (int j = 0; j < P; ++j) d[j] = _mm512_load_si512(panel[j] + k * 16);
+      auto row = [&]<int E>(std::integral_constant<int, E>) __attribute__((always_inline)) {
+        __m512 w[2 * P];
+#pragma GCC unroll 4
+        for (int j = 0; j < P; ++j) {
+          w[2 * j] = _mm512_permutexvar_ps(_mm512_srli_epi32(d[j], 8 * E), centered);
+          w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(d[j], 8 * E + 4), centered);
+        }
+        fma_row(k + E, w);
+      };
+      row(std::integral_constant<int, 0>()), row(std::integral_constant<int, 1>());
+      row(std::integral_constant<int, 2>()), row(std::integral_constant<int, 3>());
+    };
     std::int64_t k = g0;
-    for (; k + 4 <= g1; k += 4) {  // about a 64-byte line of each panel per 4 k
+    for (; k < g1 && k % 4 != 0; ++k) step(k);  // a group that starts inside a quad
+    for (; k + 4 <= g1; k += 4) {  // a 64-byte line of each panel per 4 k
       for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kAhead), _MM_HINT_T0);
-      step(k), step(k + 1), step(k + 2), step(k + 3);
+      quad(k);
     }
     for (; k < g1; ++k) step(k);
     float a_sum[ROWS] = {};

@@ -152,9 +152,17 @@ class BRows32 {
     const auto* v = static_cast<const std::uint8_t*>(b.values);
     __m512i q0, q1;
     if (b.dtype == DType::i4) {
-      // Byte k % 4 of each 4-byte lane of the 64 bytes holding k: its low nibble, then its high one.
-      const __m512i d = _mm512_srl_epi32(_mm512_load_si512(v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, n_)),
-                                         _mm_cvtsi32_si128(int(8 * (k % 4))));
+      // Byte k % 4 of each 4-byte lane of the 64 bytes holding k: its low
+      // nibble, then its high one (shifted by constants: k % 4 repeats, so
+      // the branch is predicted).
+      const __m512i quad = _mm512_load_si512(v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, n_));
+      __m512i d;
+      switch (k % 4) {
+        case 0: d = quad; break;
+        case 1: d = _mm512_srli_epi32(quad, 8); break;
+        case 2: d = _mm512_srli_epi32(quad, 16); break;
+        default: d = _mm512_srli_epi32(quad, 24); break;
+      }
       q0 = _mm512_and_si512(d, _mm512_set1_epi32(0xf));
       q1 = _mm512_and_si512(_mm512_srli_epi32(d, 4), _mm512_set1_epi32(0xf));
     } else {
