@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "kernels/resize.hpp"
+#include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
@@ -46,28 +47,53 @@ class Window {
 
 __m512 blend(__m512 w0, __m512 a, __m512 w1, __m512 b) { return _mm512_fmadd_ps(w1, b, _mm512_mul_ps(w0, a)); }
 
-// channels == 1 (NCHW): 16 output columns at a time, their sources picked
-// from a window of the source row(s). T: the storage type, at compile time
-// in the common case; Stream: streaming stores for y.
+// channels == 1 (NCHW), nearest: 16 output columns at a time, their sources
+// picked from a window of the source row. T: the storage type, at compile
+// time in the common case; Stream: streaming stores for y.
 template <class T, class Stream>
-void resize_columns(const ResizeArgs& a, T t, Stream stream, const char* top, const char* bottom, char* y, std::int64_t r) {
+void nearest_columns(const ResizeArgs& a, T t, Stream stream, const char* top, char* y) {
   const std::int64_t es = bytes_of(t);
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; w += 16) {
-    const __mmask16 m = tail_mask(a.out_width - w);
-    const __m512i i0 = _mm512_loadu_si512(c.i0 + w);
-    if (!a.bilinear) {
-      const Window src(top, t, a.in_width, c.i0[w], c.i0[w + 15]);
-      put16(y + w * es, t, src.pick(i0), m, stream);
-      continue;
+    const Window src(top, t, a.in_width, c.i0[w], c.i0[w + 15]);
+    put16(y + w * es, t, src.pick(_mm512_loadu_si512(c.i0 + w)), tail_mask(a.out_width - w), stream);
+  }
+}
+
+// channels == 1 (NCHW), bilinear, rows [r0, r1): each source row is
+// interpolated along its columns once, into one of two f32 rows, and each
+// output row blends the two it reads; an upsample x2 reads every source row
+// for four output rows, which each interpolated it again.
+template <class T, class Stream>
+void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
+  const ResizeTable& c = a.cols;
+  auto* buffer = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float)));
+  std::int64_t held[2] = {-1, -1};  // the source row in each buffer
+  // Source row i interpolated, kept in the buffer not holding `keep`.
+  auto interpolated = [&](std::int64_t i, std::int64_t keep) -> const float* {
+    for (int b = 0; b < 2; ++b)
+      if (held[b] == i) return buffer + b * width;
+    const int b = held[0] == keep ? 1 : 0;
+    held[b] = i;
+    float* out = buffer + b * width;
+    const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
+    for (std::int64_t w = 0; w < a.out_width; w += 16) {
+      const Window row(src, t, a.in_width, c.i0[w], c.i1[w + 15]);
+      const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
+      _mm512_store_ps(out + w, blend(wx0, row.pick(_mm512_loadu_si512(c.i0 + w)), wx1, row.pick(_mm512_loadu_si512(c.i1 + w))));
     }
-    const __m512i i1 = _mm512_loadu_si512(c.i1 + w);
-    const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
-    const Window up(top, t, a.in_width, c.i0[w], c.i1[w + 15]);
-    const Window down(bottom, t, a.in_width, c.i0[w], c.i1[w + 15]);
-    const __m512 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
-    const __m512 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
-    put16(y + w * es, t, blend(_mm512_set1_ps(a.rows.w0[r]), upper, _mm512_set1_ps(a.rows.w1[r]), lower), m, stream);
+    return out;
+  };
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float* upper = interpolated(a.rows.i0[r], -1);
+    const float* lower = interpolated(a.rows.i1[r], a.rows.i0[r]);
+    const __m512 wy0 = _mm512_set1_ps(a.rows.w0[r]), wy1 = _mm512_set1_ps(a.rows.w1[r]);
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
+    auto value = [&](std::int64_t w) { return blend(wy0, _mm512_load_ps(upper + w), wy1, _mm512_load_ps(lower + w)); };
+    std::int64_t w = 0;
+    for (; w + 32 <= a.out_width; w += 32) put32(y + w * es, t, value(w), value(w + 16), stream);  // 16-bit: a line per store
+    for (; w < a.out_width; w += 16) put16(y + w * es, t, value(w), tail_mask(a.out_width - w), stream);
   }
 }
 
@@ -101,6 +127,7 @@ void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, con
 template <class T, class Stream>
 void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const ResizeArgs a = args;
+  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, t, stream, r0, r1);
   const std::int64_t es = bytes_of(t);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -108,11 +135,12 @@ void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, st
     const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     if (a.channels == 1)
-      resize_columns(a, t, stream, top, bottom, y, r);
+      nearest_columns(a, t, stream, top, y);
     else
       resize_pixels(a, t, stream, top, bottom, y, r);
   }
 }
+
 
 }  // namespace
 
