@@ -100,8 +100,9 @@ struct LinearOptions {
   // 127, per token) and multiply integers: W8A8 with int8 weights quantized
   // per output channel without zero points, W4A8 with int4 weights (any
   // group size, zero points or not). W4A8 is a decode path: up to 4 rows
-  // run integer dot products (AVX512-VNNI), 4x fewer instructions per weight
-  // than weight-only int4; more rows compute in f32 on the int8 steps, where
+  // run int8 dot products (AVX512-VNNI), 1.1-1.2x weight-only int4 at M = 1
+  // (which quantizes those rows to int16 steps of max|a| / 32767 per token
+  // on the same units); more rows compute in f32 on the int8 steps, where
   // weight-only int4 (bf16 on AMX) is the faster choice.
   bool quantize_activations = false;
   // A plan for a dynamic number of rows: a, c and the residual are 2-D
@@ -112,6 +113,9 @@ struct LinearOptions {
 
 struct Linear {
   // Inputs {a, [bias], [residual]}, outputs {c}. a [..., K] f32 or bf16; c [..., N] f32 or bf16.
+  // On AMX, A is rounded to bf16 against bf16 weights and, from M = 16 on,
+  // against quantized ones; int4 decode rows (M <= 4) quantize it to int16
+  // per token instead (compare.hpp).
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
                               const Epilogue& epilogue = {}, const LinearOptions& options = {});
 };

@@ -1,0 +1,217 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
+#include "kernels/x86/avx512/matmul_pack.hpp"
+
+namespace tessera::kernels::avx512_bf16 {
+
+namespace {
+
+using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
+
+constexpr std::int64_t kMaxRows = 4;
+constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as the other decode kernels'
+// Quads (4 k) per i32 sum: 32767 x 15 x 4096 k < 2^31 for int16 activations.
+constexpr std::int64_t kMaxBlockQuads = 1024;
+
+// How A's rows enter the dot products: int8 steps quantized by the op's
+// pre-pass (W4A8, vpdpbusd, 4 k per lane), or int16 steps quantized here
+// (weight-only int4, vpdpwssd, 2 k per lane).
+enum class AInt { i8, i16 };
+
+// K in blocks whose integer sums are exact in i32: the scale groups (whole
+// quads, or one group over K and its zero padding), cut into equal blocks
+// of at most kMaxBlockQuads.
+struct Blocks {
+  std::int64_t quads, group_quads, per_group, block_quads, count;
+  explicit Blocks(const PackedB& b) {
+    quads = padded_k(DType::i4, std::max<std::int64_t>(b.k, 1)) / 4;
+    group_quads = b.group_size % 4 == 0 ? b.group_size / 4 : quads;
+    per_group = (group_quads + kMaxBlockQuads - 1) / kMaxBlockQuads;
+    block_quads = (group_quads + per_group - 1) / per_group;
+    count = (quads + group_quads - 1) / group_quads * per_group;
+  }
+  std::int64_t begin(std::int64_t i) const { return i / per_group * group_quads + i % per_group * block_quads; }
+  std::int64_t end(std::int64_t i) const {
+    return std::min({quads, begin(i) + block_quads, (i / per_group + 1) * group_quads});
+  }
+};
+
+// A's rows as the kernels read them: per quad of k, one 4-byte lane (int8:
+// the 4 steps; int16: two lanes, (k, k+2) and (k+1, k+3)); per block, the
+// sum of the steps; one scale per row.
+struct StagedA {
+  const std::int32_t* rows[kMaxRows];
+  const std::int32_t* sums;  // [row][block]
+  const float* scales;       // [row]
+};
+
+// C[m0 : m0 + ROWS, n : n + 32 P] over all of K, P panels streamed side by
+// side (one row of A: four streams in flight; more rows: fewer, for the
+// registers): panels n, n + stride, ... (each stream runs on through
+// `stride` panels in a row). 64 bytes of a panel hold four k of its 32
+// columns, 4 per lane (packed_weights.hpp): the nibbles masked (and, for
+// int16, spread to words) are the unsigned integers q of the dot products
+// against A's steps; per block the i32 sums give sum(a (q - zero)) with the
+// block's sum of a, then take the group's scale. Per 128 weights and row of
+// A that is 2 (int8) or 4 (int16) dot products and 3 or 7 instructions to
+// split the nibbles, where converting them to f32 costs ~24 (measured: the
+// f32 loop is bound by those at 55-65 % of the read bandwidth).
+template <AInt A, int ROWS, int P>
+void decode_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n,
+                   std::int64_t n_end, std::int64_t stride) {
+  const PackedB& b = *p.packed;
+  const std::int64_t panel_bytes = bl.quads * 64;
+  const int panels = int(std::min<std::int64_t>(P, (n_end - n + stride * kPanelCols - 1) / (stride * kPanelCols)));
+  const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
+  const std::uint8_t* panel[P];
+  for (int j = 0; j < P; ++j) panel[j] = base + std::min(j, panels - 1) * stride * panel_bytes;  // a short tail re-reads the last
+  auto column = [&](int h) { return n + h / 2 * stride * kPanelCols + h % 2 * 16; };
+  const __m512i nibbles = A == AInt::i8 ? _mm512_set1_epi8(0x0f) : _mm512_set1_epi32(0x000f000f);
+  __m512 acc[ROWS][2 * P];
+  for (auto& row : acc)
+    for (__m512& v : row) v = _mm512_setzero_ps();
+  for (std::int64_t blk = 0; blk < bl.count; ++blk) {
+    __m512i dot[ROWS][2 * P];
+    for (auto& row : dot)
+      for (__m512i& v : row) v = _mm512_setzero_si512();
+    for (std::int64_t q = bl.begin(blk), q1 = bl.end(blk); q < q1; ++q) {
+      __m512i w[2 * P], w_odd[2 * P];  // int16: w holds k and k+2, w_odd k+1 and k+3
+#pragma GCC unroll 4
+      for (int j = 0; j < P; ++j) {
+        const std::uint8_t* r = panel[j] + q * 64;
+        if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+        const __m512i d = _mm512_load_si512(r);
+        if constexpr (A == AInt::i8) {
+          w[2 * j] = _mm512_and_si512(d, nibbles);
+          w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(d, 4), nibbles);
+        } else {
+          w[2 * j] = _mm512_and_si512(d, nibbles);
+          w_odd[2 * j] = _mm512_and_si512(_mm512_srli_epi32(d, 8), nibbles);
+          w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi32(d, 4), nibbles);
+          w_odd[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi32(d, 12), nibbles);
+        }
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < ROWS; ++i) {
+        if constexpr (A == AInt::i8) {
+          const __m512i av = _mm512_set1_epi32(a.rows[i][q]);
+#pragma GCC unroll 8
+          for (int h = 0; h < 2 * P; ++h) dot[i][h] = _mm512_dpbusd_epi32(dot[i][h], w[h], av);
+        } else {
+          const __m512i even = _mm512_set1_epi32(a.rows[i][2 * q]), odd = _mm512_set1_epi32(a.rows[i][2 * q + 1]);
+#pragma GCC unroll 8
+          for (int h = 0; h < 2 * P; ++h) dot[i][h] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(dot[i][h], w[h], even), w_odd[h], odd);
+        }
+      }
+    }
+    for (int h = 0; h < 2 * panels; ++h) {
+      const std::int64_t at = blk / bl.per_group * padded_n(b.n) + column(h);
+      const __m512 scale = load16(advance(b.scales, b.scale_dtype, at), b.scale_dtype, 0xffff);
+      const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at))))
+                                  : _mm512_set1_ps(8.0f);
+      for (int i = 0; i < ROWS; ++i) {
+        const __m512 exact = _mm512_fnmadd_ps(zero, _mm512_set1_ps(float(a.sums[i * bl.count + blk])), _mm512_cvtepi32_ps(dot[i][h]));
+        acc[i][h] = _mm512_fmadd_ps(scale, exact, acc[i][h]);
+      }
+    }
+  }
+  for (int j = 0; j < panels; ++j)
+    epilogue_rows32(p, ROWS, m0, column(2 * j), n_end, [&](std::int64_t i, int h) {
+      return _mm512_mul_ps(acc[i][2 * j + h], _mm512_set1_ps(a.scales[i]));
+    });
+}
+
+template <AInt A, int ROWS, int P>
+void decode_rows(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n0,
+                 std::int64_t n1) {
+  // Panels t, t + Q, t + 2Q, ... side by side: each stream runs on through Q
+  // panels in a row, so the prefetcher is not restarted every P panels.
+  const std::int64_t q = panels_of(n1 - n0) / P;
+  for (std::int64_t t = 0; t < q; ++t) decode_panels<A, ROWS, P>(p, a, bl, m0, n0 + t * kPanelCols, n1, q);
+  for (std::int64_t n = n0 + q * P * kPanelCols; n < n1; n += P * kPanelCols) decode_panels<A, ROWS, P>(p, a, bl, m0, n, n1, 1);
+}
+
+using DecodeRows = void (*)(const MatmulArgs&, const StagedA&, const Blocks&, std::int64_t, std::int64_t, std::int64_t);
+template <AInt A>
+constexpr DecodeRows kDecodeRows[kMaxRows + 1] = {nullptr, decode_rows<A, 1, 4>, decode_rows<A, 2, 2>, decode_rows<A, 3, 1>,
+                                                  decode_rows<A, 4, 1>};
+
+// Row m of A as int16 steps of scale max|a| / 32767 (NaN when the row holds
+// NaN or Inf, so its outputs are NaN), zero past K, each quad's steps
+// ordered k, k+2, k+1, k+3 (the lanes vpdpwssd pairs with the weights').
+float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::int16_t* out) {
+  __m512 amax = _mm512_setzero_ps();
+  __mmask16 finite = 0xffff;
+  for (std::int64_t k = 0; k < p.k; k += 16) {
+    const __m512 v = load_a16(p, m, k, tail_mask(p.k - k));
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
+    finite &= ~_mm512_fpclass_ps_mask(v, 0x99);  // NaN, +inf, -inf
+  }
+  const float max_abs = _mm512_reduce_max_ps(amax);
+  const float scale = finite != 0xffff ? NAN : max_abs > 0.0f ? max_abs / 32767.0f : 1.0f;
+  const __m512 inv = _mm512_set1_ps(max_abs > 0.0f ? 32767.0f / max_abs : 0.0f);
+  // Within each 128-bit lane, two quads: words 0 2 1 3 4 6 5 7.
+  const __m512i order = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15));
+  for (std::int64_t k = 0; k < quads * 4; k += 32) {
+    __m512i steps[2];
+    for (int h = 0; h < 2; ++h) {
+      const std::int64_t at = k + 16 * h;
+      const __m512 v = at < p.k ? load_a16(p, m, at, tail_mask(p.k - at)) : _mm512_setzero_ps();
+      steps[h] = _mm512_cvtps_epi32(_mm512_mul_ps(v, inv));
+    }
+    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtsepi32_epi16(steps[0])), _mm512_cvtsepi32_epi16(steps[1]), 1);
+    const std::int64_t left = quads * 4 - k;  // a multiple of 4, at least 4
+    const __mmask32 mask = tail_mask(left) | std::uint32_t(tail_mask(std::max<std::int64_t>(0, left - 16))) << 16;
+    _mm512_mask_storeu_epi16(out + k, mask, _mm512_shuffle_epi8(words, order));
+  }
+  return scale;
+}
+
+}  // namespace
+
+// Decode (M <= 4 per pass) with int4 weights streamed once and multiplied as
+// integers: with A quantized per token by the op's pre-pass (W4A8), or else
+// (weight-only) with each row of A quantized here to int16 steps of its
+// max|a| / 32767 (per element at most half a step off, finer than bf16's
+// rounding unless the row's largest value exceeds its RMS 256-fold).
+void matmul_decode_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                           std::int64_t n1) {
+  const Blocks bl(*p.packed);
+  const std::int64_t rows = m1 - m0, lanes = p.a_q ? bl.quads : 2 * bl.quads;  // 4-byte lanes of A per row
+  auto* scratch = static_cast<std::int32_t*>(
+      thread_scratch(ScratchSlot::a_panel, std::size_t(rows * (lanes + bl.count + 1)) * sizeof(std::int32_t)));
+  std::int32_t* staged = scratch;
+  std::int32_t* sums = staged + rows * lanes;
+  auto* scales = reinterpret_cast<float*>(sums + rows * bl.count);
+  for (std::int64_t m = m0; m < m1; ++m) {
+    const std::int64_t r = m - m0;
+    if (p.a_q) {
+      scales[r] = p.a_scales[m];
+    } else {
+      scales[r] = int16_row(p, m, bl.quads, reinterpret_cast<std::int16_t*>(staged + r * lanes));
+    }
+    for (std::int64_t blk = 0; blk < bl.count; ++blk) {  // the sum of each block's steps
+      std::int32_t s = 0;
+      if (p.a_q) {
+        const std::int8_t* q = p.a_q + m * p.a_q_stride;
+        for (std::int64_t k = 4 * bl.begin(blk); k < 4 * bl.end(blk); ++k) s += q[k];
+      } else {
+        const auto* q = reinterpret_cast<const std::int16_t*>(staged + r * lanes);
+        for (std::int64_t k = 4 * bl.begin(blk); k < 4 * bl.end(blk); ++k) s += q[k];
+      }
+      sums[r * bl.count + blk] = s;
+    }
+  }
+  for (std::int64_t m = m0; m < m1; m += kMaxRows) {
+    const std::int64_t r = std::min(kMaxRows, m1 - m);
+    StagedA a{{}, sums + (m - m0) * bl.count, scales + (m - m0)};
+    for (std::int64_t i = 0; i < r; ++i)
+      a.rows[i] = p.a_q ? reinterpret_cast<const std::int32_t*>(p.a_q + (m + i) * p.a_q_stride) : staged + (m - m0 + i) * lanes;
+    (p.a_q ? kDecodeRows<AInt::i8> : kDecodeRows<AInt::i16>)[r](p, a, bl, m, n0, n1);
+  }
+}
+
+}  // namespace tessera::kernels::avx512_bf16
