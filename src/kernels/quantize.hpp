@@ -30,6 +30,7 @@ struct QuantArgs {
   const void* zp;  // null: zero point 0
   std::int64_t zp_offset, zp_stride;
   std::int64_t group;
+  bool stream_y;  // streaming stores for y (ElementwiseTiling::stream_output)
 };
 
 struct QuantProblem {

@@ -85,9 +85,9 @@ Result<Layout> lay_out(const TensorDesc& x, const TensorDesc& scale, const std::
 class QuantPlan final : public Plan {
  public:
   QuantPlan(std::string_view op, std::string_view kernel, kernels::QuantRun run, std::vector<TensorDesc> inputs,
-            const TensorDesc& y, const Layout& layout, std::int64_t grain)
+            const TensorDesc& y, const Layout& layout, std::int64_t grain, bool stream_y)
       : Plan(kernel, bytes_of_all(inputs, y), saturating_mul(2, y.numel())),
-        op_(op), run_(run), inputs_(std::move(inputs)), y_(y), layout_(layout), grain_(grain) {}
+        op_(op), run_(run), inputs_(std::move(inputs)), y_(y), layout_(layout), grain_(grain), stream_y_(stream_y) {}
 
   std::string_view op() const override { return op_; }
 
@@ -108,7 +108,7 @@ class QuantPlan final : public Plan {
           out[0].data(), 0, d.inner_strides[1],
           in[1].data(), 0, along_blocks ? layout_.scale_axis_stride : d.inner_strides[2],
           has_zp ? in[2].data() : nullptr, 0, along_blocks ? layout_.zp_axis_stride : d.inner_strides[3],
-          along_blocks ? layout_.group : 1};
+          along_blocks ? layout_.group : 1, stream_y_};
       parallel_over(stream.pool(), d.outer, d.inner, grain_,
                     [&](const std::array<std::int64_t, 5>& off, std::int64_t i0, std::int64_t i1) {
                       kernels::QuantArgs a = base;
@@ -135,6 +135,7 @@ class QuantPlan final : public Plan {
   TensorDesc y_;
   Layout layout_;
   std::int64_t grain_;
+  bool stream_y_;
 };
 
 // Picks the row and the task size. An i4 operand must start every call on a
@@ -155,7 +156,8 @@ PlanPtr make_plan(std::string_view op, Context& ctx, const TensorDesc& x, const 
   const bool unit = d.inner <= 1 || (d.inner_strides[0] == 1 && d.inner_strides[1] == 1);
   const kernels::QuantProblem problem{x.dtype, y.dtype, scale.dtype, zp ? zp->dtype : DType::i8, unit, byte_aligned, x.numel()};
   const auto* row = kernels::select<Family>(problem, ctx.isa());
-  std::int64_t grain = row->tiling(problem, ctx.hw()).grain;
+  const kernels::ElementwiseTiling tiling = row->tiling(problem, ctx.hw());
+  std::int64_t grain = tiling.grain;
   if (packed >= 0 && byte_aligned) {
     const std::int64_t step = d.inner % 2 == 0 ? 2 : d.inner;
     grain = (grain + step - 1) / step * step;
@@ -164,7 +166,7 @@ PlanPtr make_plan(std::string_view op, Context& ctx, const TensorDesc& x, const 
   }
   std::vector<TensorDesc> inputs{x, scale};
   if (zp) inputs.push_back(*zp);
-  return PlanPtr(std::make_shared<QuantPlan>(op, row->name, row->run, std::move(inputs), y, layout, grain));
+  return PlanPtr(std::make_shared<QuantPlan>(op, row->name, row->run, std::move(inputs), y, layout, grain, tiling.stream_output));
 }
 
 std::optional<TensorDesc> desc_of(const std::optional<Tensor>& t) { return t ? std::optional(t->desc()) : std::nullopt; }

@@ -7,6 +7,7 @@
 
 #include "core/element.hpp"
 #include "core/strided.hpp"
+#include "kernels/quantize.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -158,6 +159,34 @@ TEST_P(QuantizeTest, DequantizeMatchesReference) {
       }
     }
   }
+}
+
+// Streaming stores for y run only past the L3, so the rows are called
+// directly: this level's row with stream_y on against the reference, for
+// runs that start on a line (streamed) or off one (stored), end inside one,
+// with one scale or one per element.
+TEST_P(QuantizeTest, StreamingDequantizeRows) {
+  const std::int64_t n = 203;
+  for (DType qt : {DType::i8, DType::u8})
+    for (DType yt : {DType::f32, DType::bf16})
+      for (bool per_element : {false, true}) {
+        SCOPED_TRACE(fmt::format("x={} y={} per_element={}", to_string(qt), to_string(yt), per_element));
+        const auto [lo, hi] = full_range(qt);
+        const Tensor x = int_tensor(qt, {n}, 5, lo, hi);
+        const Tensor scale = random_tensor(DType::f32, {per_element ? n : 1}, 6, -0.05f, 0.05f);
+        Tensor y = zeros(yt, {n}), ref = zeros(yt, {n});
+        kernels::QuantArgs args{qt, yt, DType::f32, qt, x.data(), 0, 1, y.data(), 0, 1, scale.data(), 0, per_element ? 1 : 0,
+                                nullptr, 0, 0, 1, true};
+        const kernels::QuantProblem problem{qt, yt, DType::f32, qt, true, true, n};
+        const auto* row = kernels::select<kernels::DequantizeFamily>(problem, GetParam());
+        for (std::int64_t start : {0, 3}) {
+          args.y = y.data();
+          row->run(args, start, n);
+          args.y = ref.data();
+          kernels::ref::dequantize(args, start, n);
+          EXPECT_TRUE(close(y, ref, {.atol = 0, .rtol = 0, .min_cosine = 1})) << row->name << " from " << start;
+        }
+      }
 }
 
 TEST_P(QuantizeTest, TiesSaturationAndNaN) {

@@ -142,12 +142,18 @@ static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, s
   const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
   const bool per_element = a.scale_stride != 0;
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
-  for (std::int64_t i = i0; i < i1; i += 16) {
-    const __mmask16 m = tail_mask(i1 - i);
+  const bool stream = a.stream_y;
+  auto value = [&](std::int64_t i, __mmask16 m) {
     const __m512 q = _mm512_cvtepi32_ps(load_q16(a.x, xt, a.x_offset + i, std::min<std::int64_t>(16, i1 - i)));
-    const __m512 s = per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0;
-    store16(y + i * bytes_of(yt), yt, _mm512_mul_ps(q, s), m);
+    return _mm512_mul_ps(q, per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0);
+  };
+  std::int64_t i = i0;
+  for (; i + 32 <= i1; i += 32) put32(y + i * bytes_of(yt), yt, value(i, 0xffff), value(i + 16, 0xffff), stream);
+  for (; i < i1; i += 16) {
+    const __mmask16 m = tail_mask(i1 - i);
+    put16(y + i * bytes_of(yt), yt, value(i, m), m, stream);
   }
+  if (stream) _mm_sfence();
 }
 
 void dequantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
