@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/group_norm.hpp"
@@ -98,8 +99,12 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
   });
 }
 
-// Per-channel partials live in scratch (L1-resident for any practical C), so
-// one pass over a line updates every channel with unit-stride vectors.
+// Per-channel partials live in scratch (L1-resident for any practical C).
+// Lines go in tiles of kTileLines, which stay in L1 while each 16 channels
+// sum down the tile in registers: scratch is read and written once per tile,
+// not once per line (two stores and two loads per vector of x).
+static constexpr std::int64_t kTileLines = 8;
+
 void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
   float* p1 = scratch;
   float* p2 = scratch + a.len;
@@ -107,13 +112,21 @@ void group_norm_column_stats(const GroupNormLines& a, const float* shift, double
   with_block(a, [&](const auto& b) {
     for (std::int64_t l0 = 0; l0 < b.lines; l0 += kFlush) {
       const std::int64_t l1 = b.lines - l0 > kFlush ? l0 + kFlush : b.lines;
-      for (std::int64_t l = l0; l < l1; ++l)
+      for (std::int64_t t0 = l0; t0 < l1; t0 += kTileLines) {
+        const std::int64_t t1 = std::min(l1, t0 + kTileLines);
         for (std::int64_t i = 0; i < b.len; i += 16) {
           const __mmask16 m = tail_mask(b.len - i);
-          const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), _mm512_maskz_loadu_ps(m, shift + i));
-          _mm512_mask_storeu_ps(p1 + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p1 + i), d));
-          _mm512_mask_storeu_ps(p2 + i, m, _mm512_fmadd_ps(d, d, _mm512_maskz_loadu_ps(m, p2 + i)));
+          const __m512 s = _mm512_maskz_loadu_ps(m, shift + i);
+          __m512 s1 = _mm512_maskz_loadu_ps(m, p1 + i), s2 = _mm512_maskz_loadu_ps(m, p2 + i);
+          for (std::int64_t l = t0; l < t1; ++l) {
+            const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), s);
+            s1 = _mm512_add_ps(s1, d);
+            s2 = _mm512_fmadd_ps(d, d, s2);
+          }
+          _mm512_mask_storeu_ps(p1 + i, m, s1);
+          _mm512_mask_storeu_ps(p2 + i, m, s2);
         }
+      }
       flush(p1, sums, b.len);
       flush(p2, sums + b.len, b.len);
     }
