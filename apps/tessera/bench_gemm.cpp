@@ -142,10 +142,10 @@ std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor&
   entries.push_back({"tessera", type, std::make_unique<TesseraGemm>(contexts, type, w)});
   // No peer has an int4 GEMM; int4 is measured against Tessera's own f32
   // where it is meant to win, the weight-bound rows.
-  // W4A8 (A quantized per token, integer dot products) is a decode path.
+  // And W4A8: A quantized per token, integer dot products.
   if (type == GemmType::int4) {
     entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w), true});
-    entries.push_back({"tessera_w4a8", type, std::make_unique<TesseraGemm>(contexts, type, w, false, true), true});
+    entries.push_back({"tessera_w4a8", type, std::make_unique<TesseraGemm>(contexts, type, w, false, true)});
   }
   // The fused epilogue's cost is judged where the GEMM is compute-bound.
   entries.push_back({"tessera_epilogue", type, std::make_unique<TesseraGemm>(contexts, type, w, true), false, true});
@@ -176,13 +176,15 @@ struct Run {
 };
 
 // The peak a warm row is judged against: the unit its kernel computes on.
-// int4 is weight-only: Tessera's AMX rows dequantize it to bf16 tiles (the
-// bf16 peak), its AVX-512 rows to f32 (the FMA peak).
+// int4: Tessera's AMX rows dequantize it to bf16 tiles (the bf16 peak), its
+// f32 rows to f32 (the FMA peak); the VNNI integer row has no measured peak.
 double peak_for(const bench::Peaks& p, GemmType t, std::string_view kernel) {
   switch (t) {
     case GemmType::bf16: return p.amx_bf16;
     case GemmType::int8: return p.amx_int8;
-    case GemmType::int4: return kernel.find("amx") != std::string_view::npos ? p.amx_bf16 : p.fma_f32;
+    case GemmType::int4:
+      if (kernel.find("amx") != std::string_view::npos) return p.amx_bf16;
+      return kernel.find("vnni") != std::string_view::npos ? 0.0 : p.fma_f32;
     case GemmType::f32: return p.fma_f32;
   }
   return 0;

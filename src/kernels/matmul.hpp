@@ -85,7 +85,7 @@ namespace avx512_bf16 {
 TESSERA_MATMUL_KERNEL(matmul_bf16_dot);
 TESSERA_MATMUL_KERNEL(matmul_int8_vnni);
 TESSERA_MATMUL_KERNEL(matmul_decode_vnni);
-TESSERA_MATMUL_KERNEL(matmul_decode_i4_vnni);
+TESSERA_MATMUL_KERNEL(matmul_i4_vnni);
 }  // namespace avx512_bf16
 namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
 #undef TESSERA_MATMUL_KERNEL

@@ -42,7 +42,7 @@ struct TilingGrains {
 };
 constexpr TilingGrains kTilingGrains[] = {
     {kernels::avx512::matmul_decode, 0, kernels::kPanelCols, 0},
-    {kernels::avx512_bf16::matmul_decode_i4_vnni, 0, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_i4_vnni, 0, kernels::kPanelCols, 0},
     {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
     {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
     {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, 0},

@@ -120,15 +120,15 @@ TEST_P(LinearTest, W8A8) {
 }
 
 TEST_P(LinearTest, W4A8) {
-  // Groups of whole 4-k blocks (the VNNI decode rows), one group over a K
-  // that is not (its zero padding), and a group size that is not (the f32
-  // decode); decode (M <= 4) and prefill rows.
+  // Groups of whole 4-k blocks (the VNNI row), one group over a K that is
+  // not (its zero padding), and a group size that is not (the f32 rows);
+  // passes of 4 rows and their tails.
   for (auto [k, group] : {std::pair<std::int64_t, std::int64_t>{256, 32}, {256, 128}, {258, 0}, {252, 6}})
     for (bool zero_points : {false, true}) {
       const std::int64_t n = 70;
       const Tensor wf = random_tensor(DType::f32, {k, n}, 40);
       const WeightsPtr w = make_weights(wf, DType::i4, {.group_size = group, .scale_dtype = DType::bf16, .zero_points = zero_points});
-      for (std::int64_t m : {1, 2, 3, 4, 5, 17}) {
+      for (std::int64_t m : {1, 2, 3, 4, 5, 17, 42}) {
         SCOPED_TRACE(fmt::format("k={} group {} zp {} m={}", k, group, zero_points, m));
         const Tensor a = random_tensor(DType::f32, {m, k}, 41);
         check(a, w, DType::f32, {}, true);

@@ -99,11 +99,11 @@ struct LinearOptions {
   // Quantize each row of A to int8 on the fly (symmetric, scale = max|a| /
   // 127, per token) and multiply integers: W8A8 with int8 weights quantized
   // per output channel without zero points, W4A8 with int4 weights (any
-  // group size, zero points or not). W4A8 is a decode path: up to 4 rows
-  // run int8 dot products (AVX512-VNNI), 1.1-1.2x weight-only int4 at M = 1
-  // (which quantizes those rows to int16 steps of max|a| / 32767 per token
-  // on the same units); more rows compute in f32 on the int8 steps, where
-  // weight-only int4 (bf16 on AMX) is the faster choice.
+  // group size, zero points or not), run as int8 dot products (AVX512-VNNI):
+  // 1.1-1.2x weight-only int4 at M = 1 (which quantizes A to int16 steps of
+  // max|a| / 32767 per token there, on the same units), 1.7x at M = 16;
+  // from M = 16 on weight-only int4 runs on AMX, the faster choice for
+  // prefill.
   bool quantize_activations = false;
   // A plan for a dynamic number of rows: a, c and the residual are 2-D
   // [M, .] and run() takes any M' <= M rows (bytes and FLOPs stay M's). The
@@ -114,8 +114,8 @@ struct LinearOptions {
 struct Linear {
   // Inputs {a, [bias], [residual]}, outputs {c}. a [..., K] f32 or bf16; c [..., N] f32 or bf16.
   // On AMX, A is rounded to bf16 against bf16 weights and, from M = 16 on,
-  // against quantized ones; int4 decode rows (M <= 4) quantize it to int16
-  // per token instead (compare.hpp).
+  // against quantized ones; below M = 16, int4 weights take A quantized to
+  // int16 per token instead (compare.hpp).
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
                               const Epilogue& epilogue = {}, const LinearOptions& options = {});
 };

@@ -172,15 +172,15 @@ float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::in
 
 }  // namespace
 
-// Decode (M <= 4 per pass) with int4 weights streamed once and multiplied as
-// integers: with A quantized per token by the op's pre-pass (W4A8), or else
+// int4 weights streamed once per 4 rows of A and multiplied as integers:
+// with A quantized per token by the op's pre-pass (W4A8), or else
 // (weight-only) with each row of A quantized here to int16 steps of its
 // max|a| / 32767 (per element at most half a step off, finer than bf16's
 // rounding unless the row's largest value exceeds its RMS 256-fold).
-void matmul_decode_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                            std::int64_t n1) {
   const Blocks bl(*p.packed);
-  const std::int64_t rows = m1 - m0, lanes = p.a_q ? bl.quads : 2 * bl.quads;  // 4-byte lanes of A per row
+  const std::int64_t rows = m1 - m0, lanes = p.a_q ? 0 : 2 * bl.quads;  // 4-byte lanes of A staged per row
   auto* scratch = static_cast<std::int32_t*>(
       thread_scratch(ScratchSlot::a_panel, std::size_t(rows * (lanes + bl.count + 1)) * sizeof(std::int32_t)));
   std::int32_t* staged = scratch;
