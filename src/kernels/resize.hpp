@@ -70,6 +70,35 @@ struct ResizeFamily {
 
 std::span<const KernelRow<ResizeFamily>> rows(ResizeFamily);
 
+namespace {  // internal to each ISA's translation unit (see vec.hpp)
+
+// Bilinear, channels == 1: the two f32 rows of source rows interpolated
+// along the columns, so that each source row is interpolated once for all
+// the output rows that read it (an upsample x2 reads each for four).
+class InterpolatedRows {
+ public:
+  InterpolatedRows(float* buffer, std::int64_t width) : buffer_(buffer), width_(width) {}
+
+  // Source row i, interpolated by fill(i, out) unless a buffer holds it
+  // already; the buffer that does not hold row `keep` is the one reused.
+  template <class Fill>
+  const float* get(std::int64_t i, std::int64_t keep, Fill&& fill) {
+    for (int b = 0; b < 2; ++b)
+      if (held_[b] == i) return buffer_ + b * width_;
+    const int b = held_[0] == keep ? 1 : 0;
+    held_[b] = i;
+    fill(i, buffer_ + b * width_);
+    return buffer_ + b * width_;
+  }
+
+ private:
+  float* buffer_;
+  std::int64_t width_;
+  std::int64_t held_[2] = {-1, -1};  // the source row in each buffer
+};
+
+}  // namespace
+
 namespace ref { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx2 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx512 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }

@@ -34,15 +34,16 @@ struct Geometry {
 // read the parameter). AMX: 16-row A tiles and K in whole tile steps; every
 // row: N in whole packed panels (tasks index panels by n0). The f32 rows
 // accept any M or K block; 14 rows is their tiling's micro-tile and 16 its K
-// step. Decode (M <= 4) takes all its rows and all of K at once. The
-// reference row is not tuned.
+// step. Decode (M <= 4) takes all its rows and all of K at once; the int4
+// VNNI row takes all of K and its rows in passes of 4. The reference row is
+// not tuned.
 struct TilingGrains {
   kernels::MatmulFamily::Run run;
   std::int64_t m_block, n_block, k_block;
 };
 constexpr TilingGrains kTilingGrains[] = {
     {kernels::avx512::matmul_decode, 0, kernels::kPanelCols, 0},
-    {kernels::avx512_bf16::matmul_i4_vnni, 0, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_i4_vnni, 4, kernels::kPanelCols, 0},
     {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
     {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
     {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, 0},

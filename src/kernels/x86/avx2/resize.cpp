@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/resize.hpp"
+#include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -49,26 +50,39 @@ __m256 blend(__m256 w0, __m256 a, __m256 w1, __m256 b) { return _mm256_fmadd_ps(
 
 __m256i load_indices(const std::int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// channels == 1 (NCHW): 8 output columns at a time, their sources picked
-// from a window of the source row(s).
-void resize_columns(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
+// channels == 1 (NCHW), nearest: 8 output columns at a time, their sources
+// picked from a window of the source row.
+void nearest_columns(const ResizeArgs& a, const char* top, char* y) {
   const std::int64_t es = bytes_of(a.dtype);
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; w += 8) {
-    const std::int64_t n = std::min<std::int64_t>(8, a.out_width - w);
-    const __m256i i0 = load_indices(c.i0 + w);
-    if (!a.bilinear) {
-      const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 7]);
-      store8_n(y + w * es, a.dtype, src.pick(i0), n);
-      continue;
+    const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 7]);
+    store8_n(y + w * es, a.dtype, src.pick(load_indices(c.i0 + w)), std::min<std::int64_t>(8, a.out_width - w));
+  }
+}
+
+// channels == 1 (NCHW), bilinear, rows [r0, r1): each output row blends two
+// source rows interpolated along the columns (InterpolatedRows).
+void bilinear_columns(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(a.dtype), width = (a.out_width + 7) / 8 * 8;
+  const ResizeTable& c = a.cols;
+  InterpolatedRows rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  auto interpolate = [&](std::int64_t i, float* out) {
+    const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
+    for (std::int64_t w = 0; w < a.out_width; w += 8) {
+      const Window row(src, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
+      const __m256 wx0 = _mm256_loadu_ps(c.w0 + w), wx1 = _mm256_loadu_ps(c.w1 + w);
+      _mm256_store_ps(out + w, blend(wx0, row.pick(load_indices(c.i0 + w)), wx1, row.pick(load_indices(c.i1 + w))));
     }
-    const __m256i i1 = load_indices(c.i1 + w);
-    const __m256 wx0 = _mm256_loadu_ps(c.w0 + w), wx1 = _mm256_loadu_ps(c.w1 + w);
-    const Window up(top, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
-    const Window down(bottom, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
-    const __m256 upper = blend(wx0, up.pick(i0), wx1, up.pick(i1));
-    const __m256 lower = blend(wx0, down.pick(i0), wx1, down.pick(i1));
-    store8_n(y + w * es, a.dtype, blend(_mm256_set1_ps(a.rows.w0[r]), upper, _mm256_set1_ps(a.rows.w1[r]), lower), n);
+  };
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const float* upper = rows.get(a.rows.i0[r], -1, interpolate);
+    const float* lower = rows.get(a.rows.i1[r], a.rows.i0[r], interpolate);
+    const __m256 wy0 = _mm256_set1_ps(a.rows.w0[r]), wy1 = _mm256_set1_ps(a.rows.w1[r]);
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
+    for (std::int64_t w = 0; w < a.out_width; w += 8)
+      store8_n(y + w * es, a.dtype, blend(wy0, _mm256_load_ps(upper + w), wy1, _mm256_load_ps(lower + w)),
+               std::min<std::int64_t>(8, a.out_width - w));
   }
 }
 
@@ -99,6 +113,7 @@ void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, cha
 }  // namespace
 
 void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, r0, r1);
   const std::int64_t es = bytes_of(a.dtype);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -106,7 +121,7 @@ void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
     const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     if (a.channels == 1)
-      resize_columns(a, top, bottom, y, r);
+      nearest_columns(a, top, y);
     else
       resize_pixels(a, top, bottom, y, r);
   }

@@ -60,34 +60,24 @@ void nearest_columns(const ResizeArgs& a, T t, Stream stream, const char* top, c
   }
 }
 
-// channels == 1 (NCHW), bilinear, rows [r0, r1): each source row is
-// interpolated along its columns once, into one of two f32 rows, and each
-// output row blends the two it reads; an upsample x2 reads every source row
-// for four output rows, which each interpolated it again.
+// channels == 1 (NCHW), bilinear, rows [r0, r1): each output row blends two
+// source rows interpolated along the columns (InterpolatedRows).
 template <class T, class Stream>
 void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
-  auto* buffer = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float)));
-  std::int64_t held[2] = {-1, -1};  // the source row in each buffer
-  // Source row i interpolated, kept in the buffer not holding `keep`.
-  auto interpolated = [&](std::int64_t i, std::int64_t keep) -> const float* {
-    for (int b = 0; b < 2; ++b)
-      if (held[b] == i) return buffer + b * width;
-    const int b = held[0] == keep ? 1 : 0;
-    held[b] = i;
-    float* out = buffer + b * width;
+  InterpolatedRows rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     for (std::int64_t w = 0; w < a.out_width; w += 16) {
       const Window row(src, t, a.in_width, c.i0[w], c.i1[w + 15]);
       const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
       _mm512_store_ps(out + w, blend(wx0, row.pick(_mm512_loadu_si512(c.i0 + w)), wx1, row.pick(_mm512_loadu_si512(c.i1 + w))));
     }
-    return out;
   };
   for (std::int64_t r = r0; r < r1; ++r) {
-    const float* upper = interpolated(a.rows.i0[r], -1);
-    const float* lower = interpolated(a.rows.i1[r], a.rows.i0[r]);
+    const float* upper = rows.get(a.rows.i0[r], -1, interpolate);
+    const float* lower = rows.get(a.rows.i1[r], a.rows.i0[r], interpolate);
     const __m512 wy0 = _mm512_set1_ps(a.rows.w0[r]), wy1 = _mm512_set1_ps(a.rows.w1[r]);
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     auto value = [&](std::int64_t w) { return blend(wy0, _mm512_load_ps(upper + w), wy1, _mm512_load_ps(lower + w)); };
