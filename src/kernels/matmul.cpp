@@ -41,7 +41,7 @@ bool int8_decode_supports(const MatmulProblem& p) { return int8_supports(p) && p
 // take the f32 rows.
 bool i4_vnni_supports(const MatmulProblem& p) {
   return unit_output(p) && p.b_packed && p.b == DType::i4 && (p.quantize_a || p.m < 16) &&
-         (p.b_group % kI4KStep == 0 || p.b_group >= p.k);
+         i4_groups_in_blocks(p.b_group, p.k);
 }
 
 // vdpbf16ps: bf16 weights (packed, any float activations) or bf16 x bf16.

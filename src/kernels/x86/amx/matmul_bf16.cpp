@@ -61,9 +61,9 @@ struct Bf16Traits {
                              Elem* buf) {
     if (!p.packed || (p.packed->dtype != DType::i8 && p.packed->dtype != DType::i4))
       return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
-    const __m512i interleave = _mm512_load_si512(kInterleave);
     const PackedB& b = *p.packed;
-    if (b.dtype == DType::i4 && (b.group_size % 4 == 0 || b.group_size >= b.k)) return i4_b_tiles(b, n, k0, kc, buf);
+    if (b.dtype == DType::i4 && i4_groups_in_blocks(b.group_size, b.k)) return i4_b_tiles(b, n, k0, kc, buf);
+    const __m512i interleave = _mm512_load_si512(kInterleave);
     avx512::BRows32 rows(p, n, n_end);
     for (std::int64_t k = 0; k < round_up(kc, kKStep); k += 2) {
       __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
@@ -77,11 +77,11 @@ struct Bf16Traits {
   }
 
   // int4 weights whose groups are whole 64-byte blocks of 4 k (or one group
-  // over K): each block is loaded once and gives its 4 rows of 32 columns by
-  // constant shifts, where a row at a time reloads and shifts by a count.
-  // k0 is a multiple of 32; rows past kc are zero.
+  // over K): each block is loaded once and gives its 4 rows of 32 columns
+  // (i4_block_row), where a row at a time reloads it. k0 is a multiple of
+  // 32; rows past kc are zero.
   static const Elem* i4_b_tiles(const PackedB& b, std::int64_t n, std::int64_t k0, std::int64_t kc, Elem* buf) {
-    const __m512i interleave = _mm512_load_si512(kInterleave), nibble = _mm512_set1_epi32(0xf);
+    const __m512i interleave = _mm512_load_si512(kInterleave);
     const auto* blocks = static_cast<const std::uint8_t*>(b.values) + i4_byte_index(padded_k(DType::i4, b.k), k0, n);
     avx512::GroupScales scales;
     std::int64_t group = -1;
@@ -93,8 +93,8 @@ struct Bf16Traits {
         const __m512i d = _mm512_load_si512(blocks + k * 16);
         auto row = [&]<int E>(std::integral_constant<int, E>) {
           if (k + E >= kc) return;
-          const __m512i lo = _mm512_and_si512(E == 0 ? d : _mm512_srli_epi32(d, 8 * E), nibble);
-          const __m512i hi = E == 3 ? _mm512_srli_epi32(d, 28) : _mm512_and_si512(_mm512_srli_epi32(d, 8 * E + 4), nibble);
+          __m512i lo, hi;
+          avx512::i4_block_row<E>(d, lo, hi);
           scales.apply(lo, hi, w[E][0], w[E][1]);
         };
         row(std::integral_constant<int, 0>()), row(std::integral_constant<int, 1>());

@@ -76,6 +76,16 @@ static inline const std::uint8_t* unsigned_a_rows(const MatmulArgs& p, std::int6
   return a;
 }
 
+// Row E (0..3) of a 64-byte block of int4 weights (packed_weights.hpp): the
+// stored integers of columns 0-15 (lo) and 16-31 (hi), one per lane, by
+// constant shifts (a shift by a count in a register is two instructions).
+template <int E>
+static inline void i4_block_row(__m512i block, __m512i& lo, __m512i& hi) {
+  const __m512i nibble = _mm512_set1_epi32(0xf);
+  lo = _mm512_and_si512(E == 0 ? block : _mm512_srli_epi32(block, 8 * E), nibble);
+  hi = E == 3 ? _mm512_srli_epi32(block, 28) : _mm512_and_si512(_mm512_srli_epi32(block, 8 * E + 4), nibble);
+}
+
 // Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k. In an
 // unnamed namespace: member functions are implicitly inline, and `static`
 // cannot be applied to a class.
@@ -152,19 +162,15 @@ class BRows32 {
     const auto* v = static_cast<const std::uint8_t*>(b.values);
     __m512i q0, q1;
     if (b.dtype == DType::i4) {
-      // Byte k % 4 of each 4-byte lane of the 64 bytes holding k: its low
-      // nibble, then its high one (shifted by constants: k % 4 repeats, so
-      // the branch is predicted).
-      const __m512i quad = _mm512_load_si512(v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, n_));
-      __m512i d;
+      // Row k % 4 of the 64 bytes holding k, by constant shifts (k % 4
+      // repeats, so the branch is predicted).
+      const __m512i block = _mm512_load_si512(v + i4_byte_index(padded_k(b.dtype, b.k), k - k % 4, n_));
       switch (k % 4) {
-        case 0: d = quad; break;
-        case 1: d = _mm512_srli_epi32(quad, 8); break;
-        case 2: d = _mm512_srli_epi32(quad, 16); break;
-        default: d = _mm512_srli_epi32(quad, 24); break;
+        case 0: i4_block_row<0>(block, q0, q1); break;
+        case 1: i4_block_row<1>(block, q0, q1); break;
+        case 2: i4_block_row<2>(block, q0, q1); break;
+        default: i4_block_row<3>(block, q0, q1); break;
       }
-      q0 = _mm512_and_si512(d, _mm512_set1_epi32(0xf));
-      q1 = _mm512_and_si512(_mm512_srli_epi32(d, 4), _mm512_set1_epi32(0xf));
     } else {
       // Byte k % 4 of each 4-byte lane of the tile row holding k: shift it to
       // the top, then back down with or without its sign.
@@ -183,24 +189,6 @@ class BRows32 {
   GroupScales scales_;
 };
 }  // namespace
-
-// The end of a group of K in the int4 decode kernels, whose sums take the
-// weights unscaled as q - 8: acc += scale * sums, and with zero points
-// -= (z - 8) * scale * (the group's sum of each row of A), for `halves`
-// 16-column halves from column n of group g.
-template <int ROWS, int H>
-static inline void add_i4_group(const PackedB& b, std::int64_t g, std::int64_t n, int halves,
-                                const __m512 (&sums)[ROWS][H], const float (&a_sum)[ROWS], __m512 (&acc)[ROWS][H]) {
-  const std::int64_t at = g * padded_n(b.n) + n;
-  for (int h = 0; h < halves; ++h) {
-    const __m512 scale = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
-    for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fmadd_ps(scale, sums[i][h], acc[i][h]);
-    if (!b.zeros) continue;
-    const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))));
-    const __m512 shift = _mm512_mul_ps(_mm512_sub_ps(z, _mm512_set1_ps(8.0f)), scale);
-    for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fnmadd_ps(shift, _mm512_set1_ps(a_sum[i]), acc[i][h]);
-  }
-}
 
 // (k, k+1) rows of 16 columns as the 16 bf16 pairs of one B-tile row.
 static inline __m512i bf16_pairs(__m512 even, __m512 odd) {

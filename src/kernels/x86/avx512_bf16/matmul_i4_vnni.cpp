@@ -28,7 +28,7 @@ struct Blocks {
   std::int64_t quads, group_quads, per_group, block_quads, count;
   explicit Blocks(const PackedB& b) {
     quads = padded_k(DType::i4, std::max<std::int64_t>(b.k, 1)) / 4;
-    group_quads = b.group_size % 4 == 0 ? b.group_size / 4 : quads;
+    group_quads = b.group_size < b.k ? b.group_size / kI4KStep : quads;  // whole blocks (i4_groups_in_blocks)
     per_group = (group_quads + kMaxBlockQuads - 1) / kMaxBlockQuads;
     block_quads = (group_quads + per_group - 1) / per_group;
     count = (quads + group_quads - 1) / group_quads * per_group;
@@ -60,7 +60,7 @@ struct StagedA {
 // split the nibbles, where converting them to f32 costs ~24 (measured: the
 // f32 loop is bound by those at 55-65 % of the read bandwidth).
 template <AInt A, int ROWS, int P>
-void decode_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n,
+void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n,
                    std::int64_t n_end, std::int64_t stride) {
   const PackedB& b = *p.packed;
   const std::int64_t panel_bytes = bl.quads * 64;
@@ -125,19 +125,18 @@ void decode_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std:
 }
 
 template <AInt A, int ROWS, int P>
-void decode_rows(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n0,
+void dot_rows(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n0,
                  std::int64_t n1) {
   // Panels t, t + Q, t + 2Q, ... side by side: each stream runs on through Q
   // panels in a row, so the prefetcher is not restarted every P panels.
   const std::int64_t q = panels_of(n1 - n0) / P;
-  for (std::int64_t t = 0; t < q; ++t) decode_panels<A, ROWS, P>(p, a, bl, m0, n0 + t * kPanelCols, n1, q);
-  for (std::int64_t n = n0 + q * P * kPanelCols; n < n1; n += P * kPanelCols) decode_panels<A, ROWS, P>(p, a, bl, m0, n, n1, 1);
+  for (std::int64_t t = 0; t < q; ++t) dot_panels<A, ROWS, P>(p, a, bl, m0, n0 + t * kPanelCols, n1, q);
+  for (std::int64_t n = n0 + q * P * kPanelCols; n < n1; n += P * kPanelCols) dot_panels<A, ROWS, P>(p, a, bl, m0, n, n1, 1);
 }
 
-using DecodeRows = void (*)(const MatmulArgs&, const StagedA&, const Blocks&, std::int64_t, std::int64_t, std::int64_t);
+using DotRows = void (*)(const MatmulArgs&, const StagedA&, const Blocks&, std::int64_t, std::int64_t, std::int64_t);
 template <AInt A>
-constexpr DecodeRows kDecodeRows[kMaxRows + 1] = {nullptr, decode_rows<A, 1, 4>, decode_rows<A, 2, 2>, decode_rows<A, 3, 1>,
-                                                  decode_rows<A, 4, 1>};
+constexpr DotRows kDotRows[kMaxRows + 1] = {nullptr, dot_rows<A, 1, 4>, dot_rows<A, 2, 2>, dot_rows<A, 3, 1>, dot_rows<A, 4, 1>};
 
 // Row m of A as int16 steps of scale max|a| / 32767 (NaN when the row holds
 // NaN or Inf, so its outputs are NaN), zero past K, each quad's steps
@@ -178,7 +177,7 @@ float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::in
 // max|a| / 32767 (per element at most half a step off, finer than bf16's
 // rounding unless the row's largest value exceeds its RMS 256-fold).
 void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
-                           std::int64_t n1) {
+                    std::int64_t n1) {
   const Blocks bl(*p.packed);
   const std::int64_t rows = m1 - m0, lanes = p.a_q ? 0 : 2 * bl.quads;  // 4-byte lanes of A staged per row
   auto* scratch = static_cast<std::int32_t*>(
@@ -188,21 +187,20 @@ void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, s
   auto* scales = reinterpret_cast<float*>(sums + rows * bl.count);
   for (std::int64_t m = m0; m < m1; ++m) {
     const std::int64_t r = m - m0;
+    auto sum_blocks = [&](const auto* steps) {  // the sum of each block's steps
+      for (std::int64_t blk = 0; blk < bl.count; ++blk) {
+        std::int32_t s = 0;
+        for (std::int64_t k = 4 * bl.begin(blk); k < 4 * bl.end(blk); ++k) s += steps[k];
+        sums[r * bl.count + blk] = s;
+      }
+    };
     if (p.a_q) {
       scales[r] = p.a_scales[m];
+      sum_blocks(p.a_q + m * p.a_q_stride);
     } else {
-      scales[r] = int16_row(p, m, bl.quads, reinterpret_cast<std::int16_t*>(staged + r * lanes));
-    }
-    for (std::int64_t blk = 0; blk < bl.count; ++blk) {  // the sum of each block's steps
-      std::int32_t s = 0;
-      if (p.a_q) {
-        const std::int8_t* q = p.a_q + m * p.a_q_stride;
-        for (std::int64_t k = 4 * bl.begin(blk); k < 4 * bl.end(blk); ++k) s += q[k];
-      } else {
-        const auto* q = reinterpret_cast<const std::int16_t*>(staged + r * lanes);
-        for (std::int64_t k = 4 * bl.begin(blk); k < 4 * bl.end(blk); ++k) s += q[k];
-      }
-      sums[r * bl.count + blk] = s;
+      auto* steps = reinterpret_cast<std::int16_t*>(staged + r * lanes);
+      scales[r] = int16_row(p, m, bl.quads, steps);
+      sum_blocks(steps);
     }
   }
   for (std::int64_t m = m0; m < m1; m += kMaxRows) {
@@ -210,7 +208,7 @@ void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, s
     StagedA a{{}, sums + (m - m0) * bl.count, scales + (m - m0)};
     for (std::int64_t i = 0; i < r; ++i)
       a.rows[i] = p.a_q ? reinterpret_cast<const std::int32_t*>(p.a_q + (m + i) * p.a_q_stride) : staged + (m - m0 + i) * lanes;
-    (p.a_q ? kDecodeRows<AInt::i8> : kDecodeRows<AInt::i16>)[r](p, a, bl, m, n0, n1);
+    (p.a_q ? kDotRows<AInt::i8> : kDotRows<AInt::i16>)[r](p, a, bl, m, n0, n1);
   }
 }
 
