@@ -66,20 +66,27 @@ std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int6
   return balanced_block(p.n, n_block, kPanelCols);  // 320 at most 256 wide: 160 + 160, not 256 + 64
 }
 
-// f32: the B panel (k_block x 32 floats) and the 14-row A sliver streaming
-// past it fill three quarters of L1 (48 KiB: 192 deep; measured 128 ~8%
-// slower, from more partial-sum round trips); 14-row micro-tiles; a task's
-// A slice (m_block x k_block) stays far inside L2 and 16 micro-tiles share
-// each B panel, so a panel's trip from L3 is amortized.
+// f32: 14-row micro-tiles; a task's rows in up to 16 of them. One or two
+// micro-tiles of rows (decode-like, B streamed from memory and used once or
+// twice): B's panel slice (k_block x 32 floats) and the 14-row A sliver
+// streaming past it fill three quarters of L1 (48 KiB: 192 deep), so the
+// second micro-tile finds the slice in L1. More rows (B reused from L3 by
+// many micro-tiles): the task's A slice (m_block x k_block) fills a quarter
+// of L2, and both streams come from L2. Each K slice costs a round trip of
+// the partial sums and a repacking of A; 192-deep slices at M = 512 lost
+// 5-7 % to them (interleaved: 148 -> 155-158 GFLOP/s at 1 thread with
+// 700-1500 deep slices; whole K, 4096, was slower again: A from L3).
 MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
-  std::int64_t k_block = std::max<std::int64_t>(64, hw.l1d_bytes * 3 / 4 / ((kPanelCols + 14) * 4) / 16 * 16);
   const std::int64_t m_block = balanced_block(p.m, 16 * 14, 14);
+  const std::int64_t l1_block = std::max<std::int64_t>(64, hw.l1d_bytes * 3 / 4 / ((kPanelCols + 14) * 4) / 16 * 16);
+  std::int64_t k_block = l1_block;
   // One micro-tile of rows: B is used once, so each panel streams whole from
   // memory as one sequential run instead of in slices. Two micro-tiles (up
   // to 28 rows) take slices: the second would re-read a whole panel from L2
   // after the first streamed it, while in slices both use it from L1 as the
   // next one arrives (measured at M = 16: 1.17-1.29x oneDNN, from 0.86-1.12x).
   if (p.m <= 14) k_block = std::max<std::int64_t>(p.k, 1);
+  else if (p.m > 28) k_block = balanced_block(p.k, std::max(l1_block, hw.l2_bytes / 4 / (m_block * 4) / 16 * 16), 16);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
   return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
