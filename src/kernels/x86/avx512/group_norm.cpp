@@ -32,18 +32,30 @@ struct Block {
   Operand<T> x, residual, mul, y, sum;
   std::int64_t lines, len;
 
-  // x [+ residual] at elements i..i+15 of a line.
-  __m512 input16(std::int64_t l, std::int64_t i, __mmask16 m) const {
+  // v as the statistics see it: x [+ residual] at elements i..i+15 of a
+  // line, written to sum when there is one and read back rounded. The
+  // operands present are compile-time (with_inputs), so the loops test for
+  // none of them per vector.
+  template <bool Residual, bool Sum>
+  __m512 stats16(std::int64_t l, std::int64_t i, __mmask16 m) const {
     __m512 v = x.load(l, i, m);
-    if (residual.data) v = _mm512_add_ps(v, residual.load(l, i, m));
+    if constexpr (Residual) v = _mm512_add_ps(v, residual.load(l, i, m));
+    if constexpr (Sum) v = store16_rounded(sum.at(l, i), sum.t, v, m);
     return v;
   }
-  // v as the statistics see it: written to sum when there is one, and read back rounded.
-  __m512 stats16(std::int64_t l, std::int64_t i, __mmask16 m) const {
-    const __m512 v = input16(l, i, m);
-    return sum.data ? store16_rounded(sum.at(l, i), sum.t, v, m) : v;
-  }
 };
+
+// Calls f(residual, sum), each std::true_type or std::false_type: whether b
+// has that operand.
+template <class B, class F>
+static void with_inputs(const B& b, F&& f) {
+  const auto with_sum = [&](auto residual) {
+    if (b.sum.data) f(residual, std::true_type());
+    else f(residual, std::false_type());
+  };
+  if (b.residual.data) with_sum(std::true_type());
+  else with_sum(std::false_type());
+}
 
 // Calls f(Block) with compile-time dtypes when every operand present has x's
 // dtype, else with the run-time ones.
@@ -74,90 +86,133 @@ static inline void flush(float* p, double* sums, std::int64_t n) {
   }
 }
 
-static inline __m512 coef16(const float* p, std::int64_t stride, std::int64_t i, __mmask16 m) {
-  return stride ? _mm512_maskz_loadu_ps(m, p + i) : _mm512_set1_ps(*p);
-}
-
 void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
   with_block(a, [&](const auto& b) {
-    const __m512 s = _mm512_set1_ps(shift);
-    __m512d t1 = _mm512_setzero_pd(), t2 = _mm512_setzero_pd();
-    for (std::int64_t l = 0; l < b.lines; ++l)
-      for (std::int64_t i = 0; i < b.len;) {
-        __m512 p1 = _mm512_setzero_ps(), p2 = _mm512_setzero_ps();
-        for (const std::int64_t end = b.len - i > kFlush * 16 ? i + kFlush * 16 : b.len; i < end; i += 16) {
-          const __mmask16 m = tail_mask(b.len - i);
-          const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), s);  // masked lanes add nothing
-          p1 = _mm512_add_ps(p1, d);
-          p2 = _mm512_fmadd_ps(d, d, p2);
+    with_inputs(b, [&](auto residual, auto sum) {
+      const __m512 s = _mm512_set1_ps(shift);
+      __m512d t1 = _mm512_setzero_pd(), t2 = _mm512_setzero_pd();
+      for (std::int64_t l = 0; l < b.lines; ++l)
+        for (std::int64_t i = 0; i < b.len;) {
+          __m512 p1 = _mm512_setzero_ps(), p2 = _mm512_setzero_ps();
+          for (const std::int64_t end = b.len - i > kFlush * 16 ? i + kFlush * 16 : b.len; i < end; i += 16) {
+            const __mmask16 m = tail_mask(b.len - i);
+            const __m512 d = _mm512_maskz_sub_ps(m, b.template stats16<residual(), sum()>(l, i, m), s);  // masked lanes add nothing
+            p1 = _mm512_add_ps(p1, d);
+            p2 = _mm512_fmadd_ps(d, d, p2);
+          }
+          t1 = _mm512_add_pd(t1, widen_sum(p1));
+          t2 = _mm512_add_pd(t2, widen_sum(p2));
         }
-        t1 = _mm512_add_pd(t1, widen_sum(p1));
-        t2 = _mm512_add_pd(t2, widen_sum(p2));
-      }
-    sums[0] += _mm512_reduce_add_pd(t1);
-    sums[1] += _mm512_reduce_add_pd(t2);
+      sums[0] += _mm512_reduce_add_pd(t1);
+      sums[1] += _mm512_reduce_add_pd(t2);
+    });
   });
 }
 
 // Per-channel partials live in scratch (L1-resident for any practical C).
-// Lines go in tiles of kTileLines, which stay in L1 while each 16 channels
-// sum down the tile in registers: scratch is read and written once per tile,
-// not once per line (two stores and two loads per vector of x).
+// Lines go in tiles of kTileLines, which stay in L1 while each V vectors of
+// channels sum down the tile in registers: scratch is read and written once
+// per tile, not once per line (two stores and two loads per vector of x).
+// Four vectors at a time give four independent add chains per line: with one,
+// each vector waited on the previous line's add (~5 cycles per vector).
 static constexpr std::int64_t kTileLines = 8;
+
+// Channels [i, i + 16 V) of the tile's lines [t0, t1) into p1 / p2.
+template <int V, bool Residual, bool Sum, class B>
+static inline void sum_down_tile(const B& b, std::int64_t t0, std::int64_t t1, std::int64_t i, __mmask16 last,
+                                 const float* shift, float* p1, float* p2) {
+  __m512 s[V], s1[V], s2[V];
+  for (int v = 0; v < V; ++v) {
+    const __mmask16 m = v == V - 1 ? last : __mmask16(0xffff);
+    s[v] = _mm512_maskz_loadu_ps(m, shift + i + 16 * v);
+    s1[v] = _mm512_maskz_loadu_ps(m, p1 + i + 16 * v);
+    s2[v] = _mm512_maskz_loadu_ps(m, p2 + i + 16 * v);
+  }
+  for (std::int64_t l = t0; l < t1; ++l)
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 m = v == V - 1 ? last : __mmask16(0xffff);
+      const __m512 d = _mm512_maskz_sub_ps(m, b.template stats16<Residual, Sum>(l, i + 16 * v, m), s[v]);
+      s1[v] = _mm512_add_ps(s1[v], d);
+      s2[v] = _mm512_fmadd_ps(d, d, s2[v]);
+    }
+  for (int v = 0; v < V; ++v) {
+    const __mmask16 m = v == V - 1 ? last : __mmask16(0xffff);
+    _mm512_mask_storeu_ps(p1 + i + 16 * v, m, s1[v]);
+    _mm512_mask_storeu_ps(p2 + i + 16 * v, m, s2[v]);
+  }
+}
 
 void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
   float* p1 = scratch;
   float* p2 = scratch + a.len;
   for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
-  with_block(a, [&](const auto& b) {
-    for (std::int64_t l0 = 0; l0 < b.lines; l0 += kFlush) {
-      const std::int64_t l1 = b.lines - l0 > kFlush ? l0 + kFlush : b.lines;
-      for (std::int64_t t0 = l0; t0 < l1; t0 += kTileLines) {
-        const std::int64_t t1 = std::min(l1, t0 + kTileLines);
-        for (std::int64_t i = 0; i < b.len; i += 16) {
-          const __mmask16 m = tail_mask(b.len - i);
-          const __m512 s = _mm512_maskz_loadu_ps(m, shift + i);
-          __m512 s1 = _mm512_maskz_loadu_ps(m, p1 + i), s2 = _mm512_maskz_loadu_ps(m, p2 + i);
-          for (std::int64_t l = t0; l < t1; ++l) {
-            const __m512 d = _mm512_maskz_sub_ps(m, b.stats16(l, i, m), s);
-            s1 = _mm512_add_ps(s1, d);
-            s2 = _mm512_fmadd_ps(d, d, s2);
-          }
-          _mm512_mask_storeu_ps(p1 + i, m, s1);
-          _mm512_mask_storeu_ps(p2 + i, m, s2);
+  with_block(a, [&](const auto& b_in) {
+    with_inputs(b_in, [&](auto residual, auto sum) {
+      const auto b = b_in;  // in registers: the stores to sum (char*) would reload the fields of a reference
+      for (std::int64_t l0 = 0; l0 < b.lines; l0 += kFlush) {
+        const std::int64_t l1 = b.lines - l0 > kFlush ? l0 + kFlush : b.lines;
+        for (std::int64_t t0 = l0; t0 < l1; t0 += kTileLines) {
+          const std::int64_t t1 = std::min(l1, t0 + kTileLines);
+          std::int64_t i = 0;
+          for (; i + 64 <= b.len; i += 64) sum_down_tile<4, residual(), sum()>(b, t0, t1, i, 0xffff, shift, p1, p2);
+          for (; i < b.len; i += 16) sum_down_tile<1, residual(), sum()>(b, t0, t1, i, tail_mask(b.len - i), shift, p1, p2);
         }
+        flush(p1, sums, b.len);
+        flush(p2, sums + b.len, b.len);
       }
-      flush(p1, sums, b.len);
-      flush(p2, sums + b.len, b.len);
-    }
+    });
   });
+}
+
+// The apply loop for one shape of its operands: a residual to add or not
+// (v is x, or the sum when the stats pass wrote one), one coefficient per
+// channel (channels last) or one per line (channels first). `b` and `c` come
+// by value, so their fields stay in registers: through references, every
+// store of y (through char*) made the loop load them all again, and test
+// for each operand per vector. 32 elements per step go out as one 64-byte
+// vector for 16-bit y (put32: one word permute narrows both halves; a
+// vpmovdw store per 16 was most of the bf16 pass), the tail 16 at a time.
+template <bool Residual, bool PerChannel, bool Silu, bool Mul, class B>
+static void apply_lines(const B b, const GroupNormCoefs c) {
+  const auto in = b.sum.data ? b.sum : b.x;
+  const bool stream = c.stream_y;
+  const auto y16 = [&](std::int64_t l, std::int64_t i, __mmask16 m) {
+    __m512 v = in.load(l, i, m);
+    if constexpr (Residual) v = _mm512_add_ps(v, b.residual.load(l, i, m));
+    const auto coef = [&](const float* p) { return PerChannel ? _mm512_maskz_loadu_ps(m, p + i) : _mm512_set1_ps(*p); };
+    __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef(c.mean)), coef(c.scale), coef(c.bias));
+    if constexpr (Silu) t = silu16(t);
+    if constexpr (Mul) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
+    return t;
+  };
+  for (std::int64_t l = 0; l < b.lines; ++l) {
+    std::int64_t i = 0;
+    for (; i + 32 <= b.len; i += 32) put32(b.y.at(l, i), b.y.t, y16(l, i, 0xffff), y16(l, i + 16, 0xffff), stream);
+    for (; i < b.len; i += 16) {
+      const __mmask16 m = tail_mask(b.len - i);
+      put16(b.y.at(l, i), b.y.t, y16(l, i, m), m, stream);
+    }
+  }
+  if (stream) _mm_sfence();
 }
 
 void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
   with_block(a, [&](const auto& b) {
-    const float *mean = c.mean, *scale = c.scale, *bias = c.bias;
-    const std::int64_t stride = c.stride;
-    const bool silu = c.silu;
-    // Compiled with and without streaming stores, so the loop does not test for them.
-    const auto lines = [&](auto stream) {
-      for (std::int64_t l = 0; l < b.lines; ++l)
-        for (std::int64_t i = 0; i < b.len; i += 16) {
-          const __mmask16 m = tail_mask(b.len - i);
-          const __m512 v = b.sum.data ? b.sum.load(l, i, m) : b.input16(l, i, m);
-          __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef16(mean, stride, i, m)), coef16(scale, stride, i, m),
-                                     coef16(bias, stride, i, m));
-          if (silu) t = silu16(t);
-          if (b.mul.data) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
-          if constexpr (stream) put16(b.y.at(l, i), b.y.t, t, m, true);
-          else store16(b.y.at(l, i), b.y.t, t, m);
+    const auto per_coefs = [&](auto residual) {
+      const auto act = [&](auto silu) {
+        if (b.mul.data) {
+          if (c.stride) apply_lines<residual(), true, silu(), true>(b, c);
+          else apply_lines<residual(), false, silu(), true>(b, c);
+        } else {
+          if (c.stride) apply_lines<residual(), true, silu(), false>(b, c);
+          else apply_lines<residual(), false, silu(), false>(b, c);
         }
+      };
+      if (c.silu) act(std::true_type());
+      else act(std::false_type());
     };
-    if (c.stream_y) {
-      lines(std::true_type());
-      _mm_sfence();
-    } else {
-      lines(std::false_type());
-    }
+    if (!b.sum.data && b.residual.data) per_coefs(std::true_type());
+    else per_coefs(std::false_type());
   });
 }
 
