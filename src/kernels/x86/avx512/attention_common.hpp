@@ -14,10 +14,6 @@ namespace tessera::kernels::avx512 {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// GCC folds a load into every FMA that uses it, which turns one load of a
-// vector shared by several FMAs into one load each; this pins it in a register.
-static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
-
 // 16 features of one key or value row as f32 (int8: times the token's
 // scale); features outside `mask` (past the head dim) read as 0.
 static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float scale, __mmask16 mask = 0xffff) {

@@ -13,6 +13,12 @@
 
 namespace tessera::kernels::avx512 {
 
+// Pins x in a register as computed: GCC folds a load into every FMA that
+// uses it (one load of a vector shared by several FMAs becomes one each), and
+// fuses a multiply into the add or subtract that follows it (the unrounded
+// product then differs from the same product stored or compared elsewhere).
+static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
+
 static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
 
 // Loads n <= 16 elements (masked) of a float storage type as f32.
