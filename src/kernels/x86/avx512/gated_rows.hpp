@@ -31,7 +31,12 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
     return pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
   };
   std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) put32(py + i * bytes_of(yt), yt, value16(i, 0xffff), value16(i + 16, 0xffff), stream);  // see unary_rows.hpp
+  for (; i + 32 <= n; i += 32) {  // see unary_rows.hpp
+    if (sa) prefetch_ahead(pa + i * bytes_of(at), 32 * bytes_of(at));
+    if (sb) prefetch_ahead(pb + i * bytes_of(bt), 32 * bytes_of(bt));
+    if (pc && sc) prefetch_ahead(pc + i * bytes_of(ct), 32 * bytes_of(ct));
+    put32(py + i * bytes_of(yt), yt, value16(i, 0xffff), value16(i + 16, 0xffff), stream);
+  }
   for (; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     put16(py + i * bytes_of(yt), yt, value16(i, m), m, stream);

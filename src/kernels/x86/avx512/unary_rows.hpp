@@ -11,11 +11,6 @@ namespace tessera::kernels::avx512 {
 // activation and per pair of storage types, its operands in locals: a switch
 // on the dtype per vector, and reloading the arguments past the stores to y
 // (which could alias them), cost as much as the work.
-// x is fetched this far ahead: the hardware prefetcher restarts at every
-// page, and an activation's arithmetic leaves the core waiting on each
-// restart's misses.
-constexpr std::int64_t kAheadBytes = 2048;
-
 template <class YT>
 static void unary_rows(const UnaryArgs& a, YT yt) {
   const char* x = static_cast<const char*>(a.x);
@@ -28,7 +23,7 @@ static void unary_rows(const UnaryArgs& a, YT yt) {
       constexpr __mmask16 all = 0xffff;
       std::int64_t i = 0;
       for (; i + 32 <= n; i += 32) {  // two independent vectors per step, no masks
-        for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x + i * xs + b + kAheadBytes, _MM_HINT_T0);
+        prefetch_ahead(x + i * xs, 32 * xs);
         const __m512 a0 = activate16<YT::value>(load16(x + i * xs, xt, all), act);
         const __m512 a1 = activate16<YT::value>(load16(x + (i + 16) * xs, xt, all), act);
         put32(y + i * ys, yt, a0, a1, stream);

@@ -19,6 +19,17 @@ namespace tessera::kernels::avx512 {
 // product then differs from the same product stored or compared elsewhere).
 static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
 
+// Streams read by kernels with much arithmetic per byte are fetched this far
+// ahead: the hardware prefetcher restarts at every page, and the arithmetic
+// leaves the core waiting on each restart's misses (quantize, activations:
+// 1.2-1.4x at 1 thread on tensors past the L3).
+constexpr std::int64_t kPrefetchAheadBytes = 2048;
+
+// Fetches the lines of [p, p + bytes) kPrefetchAheadBytes ahead into L1.
+static inline void prefetch_ahead(const char* p, std::int64_t bytes) {
+  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b + kPrefetchAheadBytes, _MM_HINT_T0);
+}
+
 static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
 
 // Loads n <= 16 elements (masked) of a float storage type as f32.
