@@ -128,13 +128,16 @@ static inline void sum_down_tile(const B& b, std::int64_t t0, std::int64_t t1, s
     s1[v] = _mm512_maskz_loadu_ps(m, p1 + i + 16 * v);
     s2[v] = _mm512_maskz_loadu_ps(m, p2 + i + 16 * v);
   }
-  for (std::int64_t l = t0; l < t1; ++l)
+  for (std::int64_t l = t0; l < t1; ++l) {
+    prefetch_ahead(b.x.at(l, i), 16 * V * bytes_of(b.x.t));
+    if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), 16 * V * bytes_of(b.residual.t));
     for (int v = 0; v < V; ++v) {
       const __mmask16 m = v == V - 1 ? last : __mmask16(0xffff);
       const __m512 d = _mm512_maskz_sub_ps(m, b.template stats16<Residual, Sum>(l, i + 16 * v, m), s[v]);
       s1[v] = _mm512_add_ps(s1[v], d);
       s2[v] = _mm512_fmadd_ps(d, d, s2[v]);
     }
+  }
   for (int v = 0; v < V; ++v) {
     const __mmask16 m = v == V - 1 ? last : __mmask16(0xffff);
     _mm512_mask_storeu_ps(p1 + i + 16 * v, m, s1[v]);
@@ -187,7 +190,11 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
   };
   for (std::int64_t l = 0; l < b.lines; ++l) {
     std::int64_t i = 0;
-    for (; i + 32 <= b.len; i += 32) put32(b.y.at(l, i), b.y.t, y16(l, i, 0xffff), y16(l, i + 16, 0xffff), stream);
+    for (; i + 32 <= b.len; i += 32) {
+      prefetch_ahead(in.at(l, i), 32 * bytes_of(in.t));
+      if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), 32 * bytes_of(b.residual.t));
+      put32(b.y.at(l, i), b.y.t, y16(l, i, 0xffff), y16(l, i + 16, 0xffff), stream);
+    }
     for (; i < b.len; i += 16) {
       const __mmask16 m = tail_mask(b.len - i);
       put16(b.y.at(l, i), b.y.t, y16(l, i, m), m, stream);
