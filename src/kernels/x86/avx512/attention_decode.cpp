@@ -45,26 +45,31 @@ struct RowView {
 
 constexpr std::int64_t kMaxRows = 16;
 
-// The lines of the block after next, prefetched a few at a time while this
-// block is converted and computed: a burst of prefetches would stall on the
-// fill buffers, and without them the hardware prefetcher, which starts afresh
-// on every page, leaves memory idle while the block is computed.
+// The K and V rows of the block after next, prefetched a few at a time while
+// this block is converted and computed: a burst of prefetches would stall on
+// the fill buffers, and without them the hardware prefetcher, which starts
+// afresh on every page, leaves memory idle while the block is computed. A
+// row's lines go out together, at offsets known at compile time: a list of
+// every line's address, loaded back one by one, cost ~80 instructions a key.
+template <std::int64_t RowBytes>
 struct Prefetcher {
-  const char* line[2 * kKeys * 16];  // K and V rows of up to 1 KiB
+  const char* row[2 * kKeys];  // K and V rows, interleaved
   int count = 0, next = 0;
-  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n, std::int64_t row_bytes) {
+  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
     count = next = 0;
     KvRows<kKeys> rows;  // the addresses as the kernel gathers them: no division per key
     gather_rows(kv, tb, n, rows);
     for (std::int64_t i = 0; i < n; ++i) {
-      const char *k = static_cast<const char*>(rows.k[i]), *v = static_cast<const char*>(rows.v[i]);
-      for (std::int64_t b = 0; b < row_bytes; b += 64) line[count++] = k + b, line[count++] = v + b;
+      row[count++] = static_cast<const char*>(rows.k[i]);
+      row[count++] = static_cast<const char*>(rows.v[i]);
     }
   }
   // Issues the next share: `of` shares make up the block.
   void issue(int share, int of) {
-    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); next < end; ++next)
-      _mm_prefetch(line[next], _MM_HINT_T0);
+    int i = next;
+    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); i < end; ++i)
+      for (std::int64_t b = 0; b < RowBytes; b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T0);
+    next = i;
   }
 };
 
@@ -119,10 +124,10 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
 // softmax, P V — so that each pass is a run of independent rows the core can
 // overlap, instead of one long dependent chain per row. Rows go in pairs
 // while q for two fits in registers (D <= 128).
-template <int NV>
+template <int NV, class Prefetch>
 static void attend_block(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
                          const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n,
-                         const float* k_scale, const float* v_scale, Prefetcher& pf) {
+                         const float* k_scale, const float* v_scale, Prefetch& pf) {
   constexpr std::int64_t dim = 16 * NV;
   constexpr int kPair = NV <= 8 ? 2 : 1;
   const std::int64_t rows = a.rows;
@@ -216,13 +221,13 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
 
   const KvSource& kv = a.kv;
   KvRows<kKeys> block;
-  Prefetcher pf;
+  Prefetcher<row_bytes> pf;
   const float* krow[kKeys];
   const float* vrow[kKeys];
   for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
     const std::int64_t n = std::min(kKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
-    pf.add_rows(kv, tb + 2 * kKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kKeys, 0, kKeys), row_bytes);
+    pf.add_rows(kv, tb + 2 * kKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kKeys, 0, kKeys));
     for (std::int64_t i = n; i < kKeys; ++i) krow[i] = vrow[i] = zero;
     if constexpr (T == DType::f32) {
       for (std::int64_t i = 0; i < n; ++i) {
