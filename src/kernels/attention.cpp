@@ -21,6 +21,12 @@ bool decode_avx512(const AttentionProblem& p) {
          (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
 }
 
+// int8 KV in integer dot products (avx512_bf16 level: VNNI): q quantized
+// per row, P per block; the decode row's head dims of whole 64-byte rows.
+bool decode_vnni(const AttentionProblem& p) {
+  return decode_avx512(p) && p.kv == DType::i8 && p.head_dim % 64 == 0;
+}
+
 // Blocks of query rows per task: as many as keep their state (`row_bytes`
 // each: q, the f32 sums, a row of scores) within a quarter of L2, a power of
 // two from 16 up to `max_rows`; smaller when that leaves fewer than 4 tasks
@@ -73,6 +79,7 @@ AttentionTiling amx_or_split_tiling(const AttentionProblem& p, const hw::Info& h
 
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
+      {"attention_decode_vnni", hw::Isa::avx512_bf16, decode_vnni, decode_tiling, avx512_bf16::attention_decode_vnni},
       {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
       {"flash_attention_bf16_amx", hw::Isa::amx, amx_bf16, amx_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},

@@ -921,13 +921,15 @@ TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
 }
 
 TEST_P(PagedAttentionTest, LongSequenceDecode) {
-  // One larger case: a single 2000-token sequence, Sq = 1, 32 query heads on 8 kv heads, D = 128.
-  const std::int64_t hq = 32, hkv = 8, d = 128;
-  for (DType cache_dt : {DType::f32, DType::bf16}) {
-    SCOPED_TRACE(to_string(cache_dt));
+  // One larger case: a single 2000-token sequence, Sq = 1, 32 query heads on
+  // 8 kv heads, D = 128 (int8 also 256: the VNNI row's widest rows).
+  const std::int64_t hq = 32, hkv = 8;
+  using Case = std::pair<DType, std::int64_t>;
+  for (auto [cache_dt, d] : {Case{DType::f32, 128}, Case{DType::bf16, 128}, Case{DType::i8, 128}, Case{DType::i8, 256}}) {
+    SCOPED_TRACE(fmt::format("{} D={}", to_string(cache_dt), d));
     auto cache = value_or_die(
         KvCache::create({.num_blocks = 64, .block_size = 32, .kv_heads = hkv, .head_dim = d, .dtype = cache_dt}));
-    const std::vector<Seq> seqs = fill(*cache, cache_dt, {2000}, 1100);
+    const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::i8 ? DType::f32 : cache_dt, {2000}, 1100);
     const Tensor ids = i32_tensor({seqs[0].id});
     const Tensor q = random_tensor(DType::f32, {1, 1, hq, d}, 1101, -2.0f, 2.0f);
     const Tensor o = nan_tensor(DType::f32, {1, 1, hq, d}), lse = nan_tensor(DType::f32, {1, hq, 1});
@@ -936,7 +938,7 @@ TEST_P(PagedAttentionTest, LongSequenceDecode) {
     const Status s = run_plan(ctx_, stream_, *plan, {q, ids}, {o, lse});
     ASSERT_TRUE(s.ok()) << s.to_string();
     const auto [o_ref, lse_ref] = paged_reference(q, {&seqs[0]}, {.causal = true});
-    const Tolerance tol = attention_tolerance(cache_dt, DType::f32, d);
+    const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
     EXPECT_TRUE(close(o, o_ref, tol)) << plan->kernel();
     EXPECT_TRUE(close(lse, lse_ref, tol)) << plan->kernel();
   }

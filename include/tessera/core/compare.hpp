@@ -37,6 +37,10 @@ Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);
 // each stored value within max|x| / 254 of the original; for |k|, |v| <= 1
 // and |q| <= 2 that moves o by ~1e-3 typically and ~1.5e-2 at worst, against
 // the reference on the original f32 K and V: atol = rtol = 2e-2, cosine 0.999.
+// Decode on VNNI (attention_decode_vnni) also rounds q to int8 per row (steps
+// of max|q| / 127) and each block's probabilities, times the values' scales,
+// to uint8 (steps of the block's largest / 255, so the largest is exact):
+// errors of the same order, held to the same tolerance.
 Tolerance tolerance_for_int8_kv_cache();
 
 struct Comparison {

@@ -45,16 +45,20 @@ static inline void gather_rows(const KvSource& kv, std::int64_t tb, std::int64_t
     }
     return;
   }
-  std::int64_t block = tb / kv.block_size, slot = tb % kv.block_size;
-  for (std::int64_t i = 0; i < n; ++i, ++slot) {
-    if (slot == kv.block_size) ++block, slot = 0;
-    const std::int64_t physical = kv.block_table[block];
-    rows.k[i] = k + (physical * kv.block_stride + slot * kv.k_token_stride) * elt;
-    rows.v[i] = v + (physical * kv.block_stride + slot * kv.v_token_stride) * elt;
+  // Per run of the keys within one physical block: its table entry and
+  // bases once, then a step per key.
+  const std::int64_t k_step = kv.k_token_stride * elt, v_step = kv.v_token_stride * elt;
+  for (std::int64_t i = 0, block = tb / kv.block_size, slot = tb % kv.block_size; i < n; ++block, slot = 0) {
+    const std::int64_t physical = kv.block_table[block], run = std::min(n - i, kv.block_size - slot);
+    const char* kr = k + (physical * kv.block_stride + slot * kv.k_token_stride) * elt;
+    const char* vr = v + (physical * kv.block_stride + slot * kv.v_token_stride) * elt;
+    for (std::int64_t j = 0; j < run; ++j) rows.k[i + j] = kr + j * k_step, rows.v[i + j] = vr + j * v_step;
     if (kv.k_scale) {
-      rows.k_scale[i] = kv.k_scale[physical * kv.scale_block_stride + slot];
-      rows.v_scale[i] = kv.v_scale[physical * kv.scale_block_stride + slot];
+      const std::int64_t at = physical * kv.scale_block_stride + slot;
+      std::copy(kv.k_scale + at, kv.k_scale + at + run, rows.k_scale + i);
+      std::copy(kv.v_scale + at, kv.v_scale + at + run, rows.v_scale + i);
     }
+    i += run;
   }
 }
 
@@ -81,6 +85,119 @@ static inline __m512 load_mask16(const AttentionArgs& a, const void* row, std::i
   alignas(64) float v[16] = {};
   for (std::int64_t i = 0; i < count; ++i) v[i] = load1(row, a.mask_dtype, i * a.mask_key_stride);
   return _mm512_load_ps(v);
+}
+
+// ------------------------------------------------------------------ decode
+// Shared by the decode kernels (avx512/attention_decode.cpp, f32 dot
+// products; avx512_bf16/attention_decode_vnni.cpp, int8 ones).
+
+constexpr std::int64_t kDecodeKeys = 16;  // keys per block
+
+// Lane 4i + j: the sum of 128-bit lane i of a_j.
+static inline __m512 sum4_lanes(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+  const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+  return _mm512_add_ps(_mm512_shuffle_ps(b01, b23, 0x44), _mm512_shuffle_ps(b01, b23, 0xee));
+}
+
+// From four sum4_lanes results c_g (keys 4g .. 4g + 3): lane 4g + j = the whole sum of key 4g + j.
+static inline __m512 sum16(__m512 c0, __m512 c1, __m512 c2, __m512 c3) {
+  const __m512 e01 = _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xdd));
+  const __m512 e23 = _mm512_add_ps(_mm512_shuffle_f32x4(c2, c3, 0x88), _mm512_shuffle_f32x4(c2, c3, 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(e01, e23, 0x88), _mm512_shuffle_f32x4(e01, e23, 0xdd));
+}
+
+// The visible key range and mask row of each query row, fixed for the unit.
+struct RowView {
+  std::int64_t limit;  // keys t < limit are visible (causal)
+  const void* mask;    // at key 0, or nullptr
+};
+
+constexpr std::int64_t kMaxRows = 16;
+
+// The K and V rows of the block after next, prefetched a few at a time while
+// this block is converted and computed: a burst of prefetches would stall on
+// the fill buffers, and without them the hardware prefetcher, which starts
+// afresh on every page, leaves memory idle while the block is computed. A
+// row's lines go out together, at offsets known at compile time: a list of
+// every line's address, loaded back one by one, cost ~80 instructions a key.
+// In an unnamed namespace: each ISA's translation unit keeps its own copy
+// (member functions are implicitly inline, and `static` cannot be applied
+// to a class).
+namespace {
+template <std::int64_t RowBytes, std::int64_t Keys>
+struct Prefetcher {
+  const char* row[2 * Keys];  // K and V rows, interleaved
+  int count = 0, next = 0;
+  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
+    count = next = 0;
+    KvRows<Keys> rows;  // the addresses as the kernel gathers them: no division per key
+    gather_rows(kv, tb, n, rows);
+    for (std::int64_t i = 0; i < n; ++i) {
+      row[count++] = static_cast<const char*>(rows.k[i]);
+      row[count++] = static_cast<const char*>(rows.v[i]);
+    }
+  }
+  // Issues the next share: `of` shares make up the block.
+  void issue(int share, int of) {
+    int i = next;
+    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); i < end; ++i)
+      for (std::int64_t b = 0; b < RowBytes; b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T0);
+    next = i;
+  }
+};
+}  // namespace
+
+// The rows' views for keys up to t1 (q rows and the output go by the same
+// position and head); returns the end of the keys any row sees.
+static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
+  const std::int64_t positions = (a.rows + a.group - 1) / a.group;
+  const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const std::int64_t pos = r / a.group;
+    view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
+    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
+  }
+  return t_end;
+}
+
+// Row r's query: position r / group, head r % group of the kv head's group.
+static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
+  return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+}
+
+// One row's online-softmax step over a block of 16 V keys from tb: x holds
+// its scaled logits (keys from `valid` on are not visible) and receives the
+// probabilities exp(x - m), 0 where not visible. Updates the running max m
+// and sum l; alpha is the factor for the row's earlier sums (1 when the row
+// sees nothing finite yet).
+template <int V>
+static inline void softmax_step(const AttentionArgs& a, const RowView& view, std::int64_t tb, std::int64_t valid,
+                                __m512* x, float& m, float& l, float& alpha) {
+  alpha = 1.0f;
+  __mmask16 visible[V];
+  __m512 vmax = _mm512_set1_ps(kNegInf);
+  for (int v = 0; v < V; ++v) {
+    const std::int64_t left = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
+    visible[v] = tail_mask(left);
+    if (view.mask && left > 0)
+      x[v] = _mm512_add_ps(x[v], load_mask16(a, advance(view.mask, a.mask_dtype, (tb + 16 * v) * a.mask_key_stride), left));
+    x[v] = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible[v], x[v]);
+    vmax = _mm512_max_ps(vmax, x[v]);
+  }
+  const float m_new = valid > 0 ? std::max(m, _mm512_reduce_max_ps(vmax)) : kNegInf;
+  if (m_new == kNegInf) {  // the row sees none of these keys, or nothing finite yet
+    for (int v = 0; v < V; ++v) x[v] = _mm512_setzero_ps();
+    return;
+  }
+  __m512 sum = _mm512_setzero_ps();
+  for (int v = 0; v < V; ++v) {
+    x[v] = _mm512_maskz_mov_ps(visible[v], exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x[v], _mm512_set1_ps(m_new))));
+    sum = _mm512_add_ps(sum, x[v]);
+  }
+  alpha = m == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m - m_new)));  // no libm call per row and block
+  l = l * alpha + _mm512_reduce_add_ps(sum);
+  m = m_new;
 }
 
 // The unit's result from its row state: o sums [rows][dim] (row stride

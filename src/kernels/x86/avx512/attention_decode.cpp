@@ -21,58 +21,6 @@ namespace tessera::kernels::avx512 {
 
 namespace {
 
-constexpr std::int64_t kKeys = 16;  // keys per block
-
-// Lane 4i + j: the sum of 128-bit lane i of a_j.
-static inline __m512 sum4_lanes(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-  const __m512 b01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
-  const __m512 b23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
-  return _mm512_add_ps(_mm512_shuffle_ps(b01, b23, 0x44), _mm512_shuffle_ps(b01, b23, 0xee));
-}
-
-// From four sum4_lanes results c_g (keys 4g .. 4g + 3): lane 4g + j = the whole sum of key 4g + j.
-static inline __m512 sum16(__m512 c0, __m512 c1, __m512 c2, __m512 c3) {
-  const __m512 e01 = _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xdd));
-  const __m512 e23 = _mm512_add_ps(_mm512_shuffle_f32x4(c2, c3, 0x88), _mm512_shuffle_f32x4(c2, c3, 0xdd));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(e01, e23, 0x88), _mm512_shuffle_f32x4(e01, e23, 0xdd));
-}
-
-// The visible key range and mask row of each query row, fixed for the unit.
-struct RowView {
-  std::int64_t limit;  // keys t < limit are visible (causal)
-  const void* mask;    // at key 0, or nullptr
-};
-
-constexpr std::int64_t kMaxRows = 16;
-
-// The K and V rows of the block after next, prefetched a few at a time while
-// this block is converted and computed: a burst of prefetches would stall on
-// the fill buffers, and without them the hardware prefetcher, which starts
-// afresh on every page, leaves memory idle while the block is computed. A
-// row's lines go out together, at offsets known at compile time: a list of
-// every line's address, loaded back one by one, cost ~80 instructions a key.
-template <std::int64_t RowBytes>
-struct Prefetcher {
-  const char* row[2 * kKeys];  // K and V rows, interleaved
-  int count = 0, next = 0;
-  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
-    count = next = 0;
-    KvRows<kKeys> rows;  // the addresses as the kernel gathers them: no division per key
-    gather_rows(kv, tb, n, rows);
-    for (std::int64_t i = 0; i < n; ++i) {
-      row[count++] = static_cast<const char*>(rows.k[i]);
-      row[count++] = static_cast<const char*>(rows.v[i]);
-    }
-  }
-  // Issues the next share: `of` shares make up the block.
-  void issue(int share, int of) {
-    int i = next;
-    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); i < end; ++i)
-      for (std::int64_t b = 0; b < RowBytes; b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T0);
-    next = i;
-  }
-};
-
 // Scores of rows [0, R) (q [R][16 NV]) for the 16 keys of a block: q · k for
 // four keys at a time, one FMA chain per row and key, each key vector loaded
 // once for the R rows; a row's 16 sums become one vector by the shuffle tree.
@@ -94,7 +42,7 @@ static void score_rows(const float* q, const float* const* krow, float* s) {
       }
     for (int i = 0; i < R; ++i) part[g][i] = sum4_lanes(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
   }
-  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * kKeys, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
+  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * kDecodeKeys, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
 }
 
 // o[R][16 NV] = alpha o + p[R][0 : keys] V, o in registers, each V vector
@@ -109,7 +57,7 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
   }
   for (std::int64_t t = 0; t < keys; ++t) {
     __m512 b[R];
-    for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(p[i * kKeys + t]);
+    for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(p[i * kDecodeKeys + t]);
     for (int v = 0; v < NV; ++v) {
       __m512 x = _mm512_loadu_ps(vrow[t] + 16 * v);
       if (R > 1) keep_in_register(x);
@@ -132,8 +80,8 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   constexpr int kPair = NV <= 8 ? 2 : 1;
   const std::int64_t rows = a.rows;
   std::int64_t valid[kMaxRows];
-  alignas(64) float s[kMaxRows * kKeys];
-  alignas(64) float p[kMaxRows * kKeys];
+  alignas(64) float s[kMaxRows * kDecodeKeys];
+  alignas(64) float p[kMaxRows * kDecodeKeys];
   float alpha[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
 
@@ -143,36 +91,25 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   std::int64_t r = 0;
   for (; r + kPair <= rows; r += kPair) {
     pf.issue(share++, shares);
-    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair>(q + r * dim, krow, s + r * kKeys);
+    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair>(q + r * dim, krow, s + r * kDecodeKeys);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) score_rows<NV, 1>(q + r * dim, krow, s + r * kKeys);
+    if (valid[r] > 0) score_rows<NV, 1>(q + r * dim, krow, s + r * kDecodeKeys);
 
   for (r = 0; r < rows; ++r) {
-    alpha[r] = 1.0f;
-    _mm512_store_ps(p + r * kKeys, _mm512_setzero_ps());
-    if (valid[r] == 0) continue;  // the row sees none of these keys
-    __m512 x = _mm512_load_ps(s + r * kKeys);
+    __m512 x = _mm512_load_ps(s + r * kDecodeKeys);
     if (k_scale) x = _mm512_mul_ps(x, _mm512_load_ps(k_scale));
-    if (view[r].mask) x = _mm512_add_ps(x, load_mask16(a, advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride), valid[r]));
-    const __mmask16 visible = tail_mask(valid[r]);
-    x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), visible, x);
-    const float m_new = std::max(m[r], _mm512_reduce_max_ps(x));
-    if (m_new == kNegInf) continue;  // nothing visible with a finite logit yet
-    const __m512 pr = _mm512_maskz_mov_ps(visible, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
-    alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m[r] - m_new)));  // no libm call per row and block
-    l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(pr);
-    m[r] = m_new;
-    _mm512_store_ps(p + r * kKeys, v_scale ? _mm512_mul_ps(pr, _mm512_load_ps(v_scale)) : pr);
+    softmax_step<1>(a, view[r], tb, valid[r], &x, m[r], l[r], alpha[r]);
+    _mm512_store_ps(p + r * kDecodeKeys, v_scale ? _mm512_mul_ps(x, _mm512_load_ps(v_scale)) : x);
   }
 
   for (r = 0; r + kPair <= rows; r += kPair) {
     pf.issue(share++, shares);
     const std::int64_t keys = std::max(valid[r], valid[r + kPair - 1]);
-    if (keys > 0) pv_rows<NV, kPair>(p + r * kKeys, alpha + r, o + r * dim, vrow, keys);
+    if (keys > 0) pv_rows<NV, kPair>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, keys);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) pv_rows<NV, 1>(p + r * kKeys, alpha + r, o + r * dim, vrow, valid[r]);
+    if (valid[r] > 0) pv_rows<NV, 1>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, valid[r]);
 }
 
 // 16 features of a key or value row of storage type T as f32 (int8: unscaled;
@@ -191,26 +128,23 @@ static inline __m512 load_row16(const void* row, std::int64_t d) {
 template <int NV, DType T>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   constexpr std::int64_t dim = 16 * NV, row_bytes = dim * (T == DType::f32 ? 4 : T == DType::bf16 ? 2 : 1);
-  const std::int64_t rows = a.rows, positions = (rows + a.group - 1) / a.group;
-  const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+  const std::int64_t rows = a.rows;
+  RowView view[kMaxRows];
+  const std::int64_t t_end = decode_views(a, t1, view);
 
   // Row state, then f32 copies of a block's K and V rows and one zero row.
   const std::int64_t state = (rows * (2 * dim + 2) + 15) / 16 * 16;  // kb and vb start on cache lines
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (state + (2 * kKeys + 1) * dim)));
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (state + (2 * kDecodeKeys + 1) * dim)));
   float* o = q + rows * dim;
   float* m = o + rows * dim;
   float* l = m + rows;
   float* kb = q + state;
-  float* vb = kb + kKeys * dim;
-  float* zero = vb + kKeys * dim;
+  float* vb = kb + kDecodeKeys * dim;
+  float* zero = vb + kDecodeKeys * dim;
   std::fill(zero, zero + dim, 0.0f);
   const __m512 scale = _mm512_set1_ps(a.scale);
-  RowView view[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t pos = r / a.group;
-    view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
-    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
-    const void* qr = advance(a.q, a.q_dtype, pos * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+    const void* qr = q_row(a, r);
     for (std::int64_t d = 0; d < dim; d += 16) {
       _mm512_storeu_ps(q + r * dim + d, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
       _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
@@ -220,15 +154,15 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   }
 
   const KvSource& kv = a.kv;
-  KvRows<kKeys> block;
-  Prefetcher<row_bytes> pf;
-  const float* krow[kKeys];
-  const float* vrow[kKeys];
-  for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
-    const std::int64_t n = std::min(kKeys, t_end - tb);
+  KvRows<kDecodeKeys> block;
+  Prefetcher<row_bytes, kDecodeKeys> pf;
+  const float* krow[kDecodeKeys];
+  const float* vrow[kDecodeKeys];
+  for (std::int64_t tb = t0; tb < t_end; tb += kDecodeKeys) {
+    const std::int64_t n = std::min(kDecodeKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
-    pf.add_rows(kv, tb + 2 * kKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kKeys, 0, kKeys));
-    for (std::int64_t i = n; i < kKeys; ++i) krow[i] = vrow[i] = zero;
+    pf.add_rows(kv, tb + 2 * kDecodeKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kDecodeKeys, 0, kDecodeKeys));
+    for (std::int64_t i = n; i < kDecodeKeys; ++i) krow[i] = vrow[i] = zero;
     if constexpr (T == DType::f32) {
       for (std::int64_t i = 0; i < n; ++i) {
         krow[i] = static_cast<const float*>(block.k[i]);
@@ -244,9 +178,9 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
         }
         krow[i] = kb + i * dim;
         vrow[i] = vb + i * dim;
-        pf.issue(int(i), int(2 * kKeys));
+        pf.issue(int(i), int(2 * kDecodeKeys));
       }
-      alignas(64) float ks[kKeys] = {}, vs[kKeys] = {};
+      alignas(64) float ks[kDecodeKeys] = {}, vs[kDecodeKeys] = {};
       if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);
       attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, T == DType::i8 ? ks : nullptr, T == DType::i8 ? vs : nullptr, pf);
     }

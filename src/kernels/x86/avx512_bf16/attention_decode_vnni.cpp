@@ -1,0 +1,235 @@
+// Decode attention over an int8 KV cache with integer dot products
+// (vpdpbusd), where the f32 kernel (avx512/attention_decode.cpp) spends ~100
+// cycles a key converting and multiplying, 3x what memory takes for 256
+// bytes of int8 K and V. Per block of 16 keys:
+//   1. scores: q is quantized once per call (symmetric int8 per row, as
+//      W8A8 does with activations); keys are made unsigned on the fly
+//      (k ^ 0x80 = k + 128, taken back as 128 * sum(q)), so one vpdpbusd
+//      multiplies 64 bytes of K by 64 of q; a row's 16 partial vectors of a
+//      key become one score by the f32 kernel's shuffle tree (the integer
+//      sums are exact in f32: below 2^24 for D <= 256);
+//   2. the online softmax (shared with the f32 kernel) on the scores times
+//      the keys' scales;
+//   3. P V: each row's probabilities times the values' scales, quantized to
+//      uint8 against the block's largest (so the largest is exact), against
+//      V rows interleaved four keys to a 32-bit lane, one vpdpbusd per 64
+//      dims and four keys; the block's i32 sums join the f32 row sums.
+// The row sums live in the interleaved order of dims (see interleave_v) and
+// are put back in order once, at the end. Numerics: see
+// tolerance_for_int8_kv_cache (compare.hpp).
+#include <cstring>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/attention_common.hpp"
+
+namespace tessera::kernels::avx512_bf16 {
+
+namespace {
+
+using avx512::decode_views;
+using avx512::finish_rows;
+using avx512::gather_rows;
+using avx512::KvRows;
+using avx512::kDecodeKeys;  // keys per score vector
+using avx512::kMaxRows;
+using avx512::kNegInf;
+using avx512::Prefetcher;
+using avx512::q_row;
+using avx512::RowView;
+using avx512::softmax_step;
+using avx512::sum16;
+using avx512::sum4_lanes;
+
+// Row r of q (scaled by a.scale) as int8 steps of qscale[r] = max|q| / 127
+// (1 for a zero row, NaN for a row holding NaN or Inf, so its scores are
+// NaN), and the sum of its steps.
+static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, float& qscale, std::int32_t& qsum) {
+  const std::int64_t dim = a.head_dim;
+  const void* src = q_row(a, r);
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  __m512 absmax = _mm512_setzero_ps();
+  __mmask16 finite = 0xffff;
+  for (std::int64_t d = 0; d < dim; d += 16) {
+    const __m512 v = _mm512_mul_ps(scale, avx512::load16(avx512::advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
+    finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);  // v - v is 0 unless NaN or Inf
+    absmax = _mm512_max_ps(absmax, _mm512_abs_ps(v));
+  }
+  const float max = _mm512_reduce_max_ps(absmax);
+  qscale = finite != 0xffff ? __builtin_nanf("") : max > 0.0f ? max / 127.0f : 1.0f;
+  const __m512 inv = _mm512_set1_ps(finite != 0xffff ? 0.0f : 1.0f / qscale);
+  __m512i sum = _mm512_setzero_si512();
+  for (std::int64_t d = 0; d < dim; d += 16) {
+    const __m512 v = _mm512_mul_ps(scale, avx512::load16(avx512::advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
+    const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + d), _mm512_cvtsepi32_epi8(q));
+    sum = _mm512_add_epi32(sum, q);
+  }
+  qsum = _mm512_reduce_add_epi32(sum);
+}
+
+// Integer dot products of R rows of q8 (64 DQ bytes each, `stride` apart)
+// with 16 key rows made unsigned: 16 scores per row, as f32 (exact), rows
+// `s_stride` apart in s.
+template <int DQ, int R>
+static void score_rows(const std::int8_t* q8, std::int64_t stride, const void* const* krow, float* s, std::int64_t s_stride) {
+  __m512i qv[R][DQ];
+  for (int i = 0; i < R; ++i)
+    for (int v = 0; v < DQ; ++v) qv[i][v] = _mm512_loadu_si512(q8 + i * stride + 64 * v);
+  const __m512i flip = _mm512_set1_epi8(char(0x80));
+  __m512 part[4][R];
+  for (int g = 0; g < 4; ++g) {
+    __m512i acc[R][4];
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_si512();
+    for (int v = 0; v < DQ; ++v)
+      for (int j = 0; j < 4; ++j) {
+        const __m512i k = _mm512_xor_si512(_mm512_loadu_si512(static_cast<const char*>(krow[4 * g + j]) + 64 * v), flip);
+        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], k, qv[i][v]);
+      }
+    for (int i = 0; i < R; ++i)
+      part[g][i] = sum4_lanes(_mm512_cvtepi32_ps(acc[i][0]), _mm512_cvtepi32_ps(acc[i][1]), _mm512_cvtepi32_ps(acc[i][2]),
+                              _mm512_cvtepi32_ps(acc[i][3]));
+  }
+  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * s_stride, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
+}
+
+// The block's V rows for vpdpbusd: for quad g (keys 4g .. 4g + 3) and 64-dim
+// chunk c, vectors out[(g DQ + c) 4 + j] whose 32-bit lane 4L + p holds dim
+// 64c + 16L + 4j + p of the quad's four keys, a byte each (two rounds of
+// byte, then word, unpacking within 128-bit lanes).
+template <int DQ>
+static void interleave_v(const void* const* vrow, __m512i* out) {
+  const auto row = [&](int i, int c) { return _mm512_loadu_si512(static_cast<const char*>(vrow[i]) + 64 * c); };
+  for (int g = 0; g < 4; ++g)
+    for (int c = 0; c < DQ; ++c) {
+      const __m512i v0 = row(4 * g, c), v1 = row(4 * g + 1, c), v2 = row(4 * g + 2, c), v3 = row(4 * g + 3, c);
+      const __m512i lo01 = _mm512_unpacklo_epi8(v0, v1), hi01 = _mm512_unpackhi_epi8(v0, v1);
+      const __m512i lo23 = _mm512_unpacklo_epi8(v2, v3), hi23 = _mm512_unpackhi_epi8(v2, v3);
+      __m512i* o = out + (g * DQ + c) * 4;
+      o[0] = _mm512_unpacklo_epi16(lo01, lo23);
+      o[1] = _mm512_unpackhi_epi16(lo01, lo23);
+      o[2] = _mm512_unpacklo_epi16(hi01, hi23);
+      o[3] = _mm512_unpackhi_epi16(hi01, hi23);
+    }
+}
+
+// o = alpha o + pscale (pq V) for one row: pq the block's 16 uint8
+// probabilities (zero past the visible keys), o in interleave_v's order.
+template <int DQ>
+static void pv_row(const std::uint8_t* pq, std::int64_t quads, const __m512i* vi, float alpha, float pscale, float* o) {
+  __m512i acc[4 * DQ];
+  for (int i = 0; i < 4 * DQ; ++i) acc[i] = _mm512_setzero_si512();
+  for (std::int64_t g = 0; g < quads; ++g) {
+    std::int32_t four;
+    std::memcpy(&four, pq + 4 * g, 4);
+    const __m512i p = _mm512_set1_epi32(four);
+    for (int i = 0; i < 4 * DQ; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], p, vi[g * 4 * DQ + i]);
+  }
+  const __m512 av = _mm512_set1_ps(alpha), ps = _mm512_set1_ps(pscale);
+  for (int i = 0; i < 4 * DQ; ++i)
+    _mm512_storeu_ps(o + 16 * i, _mm512_fmadd_ps(ps, _mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(av, _mm512_loadu_ps(o + 16 * i))));
+}
+
+constexpr std::int64_t kBlock = 4 * kDecodeKeys;  // keys per block
+constexpr int kGroups = int(kBlock / kDecodeKeys);
+
+template <int DQ>
+static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  constexpr std::int64_t dim = 64 * DQ;
+  constexpr int R = DQ <= 2 ? 4 : 2;  // rows per score pass: q, the sums and a key's vectors in registers
+  const std::int64_t rows = a.rows;
+  RowView view[kMaxRows];
+  const std::int64_t t_end = decode_views(a, t1, view);
+
+  // Scratch: row sums (interleaved dims), then in order; m, l; q8 rows; a zero row.
+  const std::size_t floats = std::size_t(2 * rows * dim + 2 * rows);
+  auto* o = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, floats * sizeof(float) + std::size_t(rows + 1) * dim));
+  float* ordered = o + rows * dim;
+  float* m = ordered + rows * dim;
+  float* l = m + rows;
+  auto* q8 = reinterpret_cast<std::int8_t*>(l + rows);
+  const std::int8_t* zero = q8 + rows * dim;
+  std::memset(q8 + rows * dim, 0, dim);
+  float qscale[kMaxRows];
+  std::int32_t qsum[kMaxRows];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    quantize_q(a, r, q8 + r * dim, qscale[r], qsum[r]);
+    std::fill(o + r * dim, o + (r + 1) * dim, 0.0f);
+    m[r] = kNegInf;
+    l[r] = 0.0f;
+  }
+
+  KvRows<kBlock> block;
+  Prefetcher<dim, kBlock> pf;
+  alignas(64) float s[kMaxRows * kBlock];
+  alignas(64) std::uint8_t pq[kMaxRows * kBlock];
+  alignas(64) __m512i vi[kBlock * DQ];  // per quad of keys, 4 DQ vectors
+  const int chunks = int((rows + R - 1) / R), shares = kGroups * chunks + 1 + int(rows);
+  for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
+    const std::int64_t n = std::min(kBlock, t_end - tb);
+    gather_rows(a.kv, tb, n, block);
+    pf.add_rows(a.kv, tb + 2 * kBlock, std::clamp<std::int64_t>(t_end - tb - 2 * kBlock, 0, kBlock));
+    for (std::int64_t i = n; i < kBlock; ++i) block.k[i] = block.v[i] = zero, block.k_scale[i] = block.v_scale[i] = 0.0f;
+    std::int64_t valid[kMaxRows];
+    for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
+
+    int share = 0;
+    for (int g = 0; g < kGroups && g * kDecodeKeys < n; ++g) {
+      std::int64_t r = 0;
+      for (; r + R <= rows; r += R) {
+        pf.issue(share++, shares);
+        score_rows<DQ, R>(q8 + r * dim, dim, block.k + g * kDecodeKeys, s + r * kBlock + g * kDecodeKeys, kBlock);
+      }
+      for (; r < rows; ++r) score_rows<DQ, 1>(q8 + r * dim, dim, block.k + g * kDecodeKeys, s + r * kBlock + g * kDecodeKeys, kBlock);
+      interleave_v<DQ>(block.v + g * kDecodeKeys, vi + g * kDecodeKeys * DQ);
+    }
+    pf.issue(share++, shares);
+
+    const int groups = int((n + kDecodeKeys - 1) / kDecodeKeys);
+    const std::int64_t quads = (n + 3) / 4;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      pf.issue(share++, shares);
+      __m512 x[kGroups];
+      const __m512 offset = _mm512_set1_ps(128.0f * float(qsum[r])), qs = _mm512_set1_ps(qscale[r]);
+      for (int g = 0; g < kGroups; ++g)
+        x[g] = g < groups ? _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(s + r * kBlock + 16 * g), offset), qs),
+                                          _mm512_loadu_ps(block.k_scale + 16 * g))
+                          : _mm512_set1_ps(kNegInf);
+      float alpha;
+      softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha);
+      __m512 pmax_v = _mm512_setzero_ps();
+      for (int g = 0; g < kGroups; ++g) pmax_v = _mm512_max_ps(pmax_v, x[g] = _mm512_mul_ps(x[g], _mm512_loadu_ps(block.v_scale + 16 * g)));
+      const float pmax = _mm512_reduce_max_ps(pmax_v);
+      if (!(pmax > 0.0f)) {  // nothing to add (a NaN row has NaN l already)
+        if (alpha != 1.0f)
+          for (std::int64_t d = 0; d < dim; ++d) o[r * dim + d] *= alpha;
+        continue;
+      }
+      const __m512 to_steps = _mm512_set1_ps(255.0f / pmax);
+      for (int g = 0; g < kGroups; ++g)
+        _mm_store_si128(reinterpret_cast<__m128i*>(pq + r * kBlock + 16 * g), _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
+      pv_row<DQ>(pq + r * kBlock, quads, vi, alpha, pmax / 255.0f, o + r * dim);
+    }
+    pf.issue(0, 1);  // whatever is left
+  }
+
+  // Back in order: interleaved position (c, j, L, p) holds dim 64c + 16L + 4j + p.
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < DQ; ++c)
+      for (std::int64_t j = 0; j < 4; ++j)
+        for (std::int64_t lane = 0; lane < 16; ++lane)
+          ordered[r * dim + 64 * c + 16 * (lane / 4) + 4 * j + lane % 4] = o[r * dim + 64 * c + 16 * j + lane];
+  finish_rows(a, out, ordered, dim, m, l);
+}
+
+}  // namespace
+
+void attention_decode_vnni(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  switch (a.head_dim) {  // the head dims the row admits (kernels/attention.cpp)
+    case 64: return decode<1>(a, t0, t1, out);
+    case 128: return decode<2>(a, t0, t1, out);
+    default: return decode<4>(a, t0, t1, out);
+  }
+}
+
+}  // namespace tessera::kernels::avx512_bf16
