@@ -11,9 +11,10 @@
 //   2. online softmax on that vector (int8: times the keys' scales first);
 //   3. O_row = alpha · O_row + Σ p_t V_t with O_row in registers (int8: p
 //      times the values' scales).
-// The block's K and V rows come from memory once and from L1 after; bf16 /
-// int8 rows are converted to f32 once per block. The block after next is
-// prefetched in shares between the passes.
+// The block's K and V rows come from memory once and from L1 after. bf16
+// rows of whole 64-byte steps are read in place (Bf16Split); others (int8,
+// and bf16 at D = 80) are converted to f32 once per block. The block after
+// next is prefetched in shares between the passes.
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
@@ -21,11 +22,30 @@ namespace tessera::kernels::avx512 {
 
 namespace {
 
+// How score_rows and pv_rows read vector v (features 16v ..) of a K or V
+// row. F32Rows: f32 rows as stored (f32 caches, and the f32 copies of bf16
+// rows of an odd number of vectors and of int8 rows). Bf16Split: bf16 rows in
+// place, each 64 bytes (32 features) giving two vectors, the even features
+// (shifted up) then the odd ones (masked), one instruction each where the
+// copy took three and a store; q and the row sums keep the same order
+// (split_order).
+struct F32Rows {
+  static __m512 load(const void* row, int v) { return _mm512_loadu_ps(static_cast<const float*>(row) + 16 * v); }
+};
+struct Bf16Split {
+  static __m512 load(const void* row, int v) {
+    const __m512i x = _mm512_loadu_si512(static_cast<const char*>(row) + 64 * (v / 2));
+    return _mm512_castsi512_ps(v % 2 == 0 ? _mm512_slli_epi32(x, 16) : _mm512_and_si512(x, _mm512_set1_epi32(int(0xffff0000u))));
+  }
+};
+// Where Bf16Split puts feature d of a row: in each 32, the evens then the odds.
+static inline std::int64_t split_order(std::int64_t d) { return d / 32 * 32 + d % 2 * 16 + d % 32 / 2; }
+
 // Scores of rows [0, R) (q [R][16 NV]) for the 16 keys of a block: q · k for
 // four keys at a time, one FMA chain per row and key, each key vector loaded
 // once for the R rows; a row's 16 sums become one vector by the shuffle tree.
-template <int NV, int R>
-static void score_rows(const float* q, const float* const* krow, float* s) {
+template <int NV, int R, class Rows>
+static void score_rows(const float* q, const void* const* krow, float* s) {
   __m512 qv[R][NV];
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < NV; ++v) qv[i][v] = _mm512_loadu_ps(q + i * 16 * NV + 16 * v);
@@ -36,7 +56,7 @@ static void score_rows(const float* q, const float* const* krow, float* s) {
       for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
     for (int v = 0; v < NV; ++v)
       for (int j = 0; j < 4; ++j) {
-        __m512 k = _mm512_loadu_ps(krow[4 * g + j] + 16 * v);
+        __m512 k = Rows::load(krow[4 * g + j], v);
         if (R > 1) keep_in_register(k);
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(qv[i][v], k, acc[i][j]);
       }
@@ -47,8 +67,8 @@ static void score_rows(const float* q, const float* const* krow, float* s) {
 
 // o[R][16 NV] = alpha o + p[R][0 : keys] V, o in registers, each V vector
 // loaded once for the R rows. Keys past a row's visible count have p = 0.
-template <int NV, int R>
-static void pv_rows(const float* p, const float* alpha, float* o, const float* const* vrow, std::int64_t keys) {
+template <int NV, int R, class Rows>
+static void pv_rows(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys) {
   constexpr std::int64_t dim = 16 * NV;
   __m512 acc[R][NV];
   for (int i = 0; i < R; ++i) {
@@ -59,7 +79,7 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
     __m512 b[R];
     for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(p[i * kDecodeKeys + t]);
     for (int v = 0; v < NV; ++v) {
-      __m512 x = _mm512_loadu_ps(vrow[t] + 16 * v);
+      __m512 x = Rows::load(vrow[t], v);
       if (R > 1) keep_in_register(x);
       for (int i = 0; i < R; ++i) acc[i][v] = _mm512_fmadd_ps(b[i], x, acc[i][v]);
     }
@@ -72,9 +92,9 @@ static void pv_rows(const float* p, const float* alpha, float* o, const float* c
 // softmax, P V — so that each pass is a run of independent rows the core can
 // overlap, instead of one long dependent chain per row. Rows go in pairs
 // while q for two fits in registers (D <= 128).
-template <int NV, class Prefetch>
+template <int NV, class Rows, class Prefetch>
 static void attend_block(const AttentionArgs& a, const RowView* view, const float* q, float* o, float* m, float* l,
-                         const float* const* krow, const float* const* vrow, std::int64_t tb, std::int64_t n,
+                         const void* const* krow, const void* const* vrow, std::int64_t tb, std::int64_t n,
                          const float* k_scale, const float* v_scale, Prefetch& pf) {
   constexpr std::int64_t dim = 16 * NV;
   constexpr int kPair = NV <= 8 ? 2 : 1;
@@ -91,10 +111,10 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   std::int64_t r = 0;
   for (; r + kPair <= rows; r += kPair) {
     pf.issue(share++, shares);
-    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair>(q + r * dim, krow, s + r * kDecodeKeys);
+    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair, Rows>(q + r * dim, krow, s + r * kDecodeKeys);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) score_rows<NV, 1>(q + r * dim, krow, s + r * kDecodeKeys);
+    if (valid[r] > 0) score_rows<NV, 1, Rows>(q + r * dim, krow, s + r * kDecodeKeys);
 
   for (r = 0; r < rows; ++r) {
     __m512 x = _mm512_load_ps(s + r * kDecodeKeys);
@@ -106,10 +126,10 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   for (r = 0; r + kPair <= rows; r += kPair) {
     pf.issue(share++, shares);
     const std::int64_t keys = std::max(valid[r], valid[r + kPair - 1]);
-    if (keys > 0) pv_rows<NV, kPair>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, keys);
+    if (keys > 0) pv_rows<NV, kPair, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, keys);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) pv_rows<NV, 1>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, valid[r]);
+    if (valid[r] > 0) pv_rows<NV, 1, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, valid[r]);
 }
 
 // 16 features of a key or value row of storage type T as f32 (int8: unscaled;
@@ -128,6 +148,7 @@ static inline __m512 load_row16(const void* row, std::int64_t d) {
 template <int NV, DType T>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   constexpr std::int64_t dim = 16 * NV, row_bytes = dim * (T == DType::f32 ? 4 : T == DType::bf16 ? 2 : 1);
+  constexpr bool split = T == DType::bf16 && NV % 2 == 0;  // bf16 rows read in place
   const std::int64_t rows = a.rows;
   RowView view[kMaxRows];
   const std::int64_t t_end = decode_views(a, t1, view);
@@ -149,6 +170,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       _mm512_storeu_ps(q + r * dim + d, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
       _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
     }
+    if constexpr (split) {
+      std::copy(q + r * dim, q + (r + 1) * dim, kb);
+      for (std::int64_t d = 0; d < dim; ++d) q[r * dim + split_order(d)] = kb[d];
+    }
     m[r] = kNegInf;
     l[r] = 0.0f;
   }
@@ -156,19 +181,17 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   const KvSource& kv = a.kv;
   KvRows<kDecodeKeys> block;
   Prefetcher<row_bytes, kDecodeKeys> pf;
-  const float* krow[kDecodeKeys];
-  const float* vrow[kDecodeKeys];
+  const void* krow[kDecodeKeys];
+  const void* vrow[kDecodeKeys];
   for (std::int64_t tb = t0; tb < t_end; tb += kDecodeKeys) {
     const std::int64_t n = std::min(kDecodeKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
     pf.add_rows(kv, tb + 2 * kDecodeKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kDecodeKeys, 0, kDecodeKeys));
     for (std::int64_t i = n; i < kDecodeKeys; ++i) krow[i] = vrow[i] = zero;
-    if constexpr (T == DType::f32) {
-      for (std::int64_t i = 0; i < n; ++i) {
-        krow[i] = static_cast<const float*>(block.k[i]);
-        vrow[i] = static_cast<const float*>(block.v[i]);
-      }
-      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, nullptr, nullptr, pf);
+    if constexpr (T == DType::f32 || split) {
+      std::copy(block.k, block.k + n, krow);
+      std::copy(block.v, block.v + n, vrow);
+      attend_block<NV, std::conditional_t<split, Bf16Split, F32Rows>>(a, view, q, o, m, l, krow, vrow, tb, n, nullptr, nullptr, pf);
     } else {
       // Converted once per block; the first half of the prefetches go out meanwhile.
       for (std::int64_t i = 0; i < n; ++i) {
@@ -182,9 +205,15 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       }
       alignas(64) float ks[kDecodeKeys] = {}, vs[kDecodeKeys] = {};
       if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);
-      attend_block<NV>(a, view, q, o, m, l, krow, vrow, tb, n, T == DType::i8 ? ks : nullptr, T == DType::i8 ? vs : nullptr, pf);
+      attend_block<NV, F32Rows>(a, view, q, o, m, l, krow, vrow, tb, n, T == DType::i8 ? ks : nullptr, T == DType::i8 ? vs : nullptr, pf);
     }
     pf.issue(0, 1);  // whatever is left
+  }
+  if constexpr (split) {  // the sums back in order (kb is free now)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy(o + r * dim, o + (r + 1) * dim, kb);
+      for (std::int64_t d = 0; d < dim; ++d) o[r * dim + d] = kb[split_order(d)];
+    }
   }
   finish_rows(a, out, o, a.head_dim, m, l);
 }
