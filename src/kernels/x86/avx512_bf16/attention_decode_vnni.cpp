@@ -1,13 +1,15 @@
 // Decode attention over an int8 KV cache with integer dot products
 // (vpdpbusd), where the f32 kernel (avx512/attention_decode.cpp) spends ~100
 // cycles a key converting and multiplying, 3x what memory takes for 256
-// bytes of int8 K and V. Per block of 16 keys:
-//   1. scores: q is quantized once per call (symmetric int8 per row, as
-//      W8A8 does with activations); keys are made unsigned on the fly
-//      (k ^ 0x80 = k + 128, taken back as 128 * sum(q)), so one vpdpbusd
-//      multiplies 64 bytes of K by 64 of q; a row's 16 partial vectors of a
-//      key become one score by the f32 kernel's shuffle tree (the integer
-//      sums are exact in f32: below 2^24 for D <= 256);
+// bytes of int8 K and V. Blocks are 64 keys, so each row's softmax
+// bookkeeping (two reductions, the rescale's exp) is shared by 64 keys: with
+// 16 this kernel was no faster than the f32 one. Per block:
+//   1. scores, 16 keys at a time: q is quantized once per call (symmetric
+//      int8 per row, as W8A8 does with activations); keys are made unsigned
+//      on the fly (k ^ 0x80 = k + 128, taken back as 128 * sum(q)), so one
+//      vpdpbusd multiplies 64 bytes of K by 64 of q; a row's 16 partial
+//      vectors of a key become one score by the f32 kernel's shuffle tree
+//      (the integer sums are exact in f32: below 2^24 for D <= 256);
 //   2. the online softmax (shared with the f32 kernel) on the scores times
 //      the keys' scales;
 //   3. P V: each row's probabilities times the values' scales, quantized to
