@@ -1,5 +1,5 @@
 #pragma once
-// Storage-type dispatch for kernel loops (no intrinsics: every ISA level uses
+// Storage-type and flag dispatch for kernel loops (no intrinsics: every ISA level uses
 // it, as activation.hpp's dispatch_act).
 #include <type_traits>
 
@@ -16,6 +16,15 @@ inline void dispatch_float(DType t, F&& f) {
     case DType::f16: return f(std::integral_constant<DType, DType::f16>{});
     default: return f(std::integral_constant<DType, DType::f32>{});
   }
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}) as b is true or false,
+// so a loop can be compiled with and without an optional operand or step
+// instead of testing for it per vector.
+template <class F>
+inline void dispatch_bool(bool b, F&& f) {
+  if (b) return f(std::true_type{});
+  return f(std::false_type{});
 }
 
 }  // namespace tessera::kernels

@@ -49,12 +49,7 @@ struct Block {
 // has that operand.
 template <class B, class F>
 static void with_inputs(const B& b, F&& f) {
-  const auto with_sum = [&](auto residual) {
-    if (b.sum.data) f(residual, std::true_type());
-    else f(residual, std::false_type());
-  };
-  if (b.residual.data) with_sum(std::true_type());
-  else with_sum(std::false_type());
+  dispatch_bool(b.residual.data, [&](auto residual) { dispatch_bool(b.sum.data, [&](auto sum) { f(residual, sum); }); });
 }
 
 // Calls f(Block) with compile-time dtypes when every operand present has x's
@@ -177,7 +172,7 @@ void group_norm_column_stats(const GroupNormLines& a, const float* shift, double
 // vpmovdw store per 16 was most of the bf16 pass), the tail 16 at a time.
 template <bool Residual, bool PerChannel, bool Silu, bool Mul, class B>
 static void apply_lines(const B b, const GroupNormCoefs c) {
-  const auto in = b.sum.data ? b.sum : b.x;
+  const auto in = b.sum.data ? b.sum : b.x;  // once per call
   const bool stream = c.stream_y;
   const auto y16 = [&](std::int64_t l, std::int64_t i, __mmask16 m) {
     __m512 v = in.load(l, i, m);
@@ -205,21 +200,16 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
 
 void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
   with_block(a, [&](const auto& b) {
-    const auto per_coefs = [&](auto residual) {
-      const auto act = [&](auto silu) {
-        if (b.mul.data) {
-          if (c.stride) apply_lines<residual(), true, silu(), true>(b, c);
-          else apply_lines<residual(), false, silu(), true>(b, c);
-        } else {
-          if (c.stride) apply_lines<residual(), true, silu(), false>(b, c);
-          else apply_lines<residual(), false, silu(), false>(b, c);
-        }
-      };
-      if (c.silu) act(std::true_type());
-      else act(std::false_type());
-    };
-    if (!b.sum.data && b.residual.data) per_coefs(std::true_type());
-    else per_coefs(std::false_type());
+    with_inputs(b, [&](auto residual, auto sum) {
+      dispatch_bool(c.stride != 0, [&](auto per_channel) {
+        dispatch_bool(c.silu, [&](auto silu) {
+          dispatch_bool(b.mul.data, [&](auto mul) {
+            // With a sum, v is read back from it (the residual is in it).
+            apply_lines<residual() && !sum(), per_channel(), silu(), mul()>(b, c);
+          });
+        });
+      });
+    });
   });
 }
 

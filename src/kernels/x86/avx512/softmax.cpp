@@ -139,8 +139,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
 // storage type when x, y (and the mask) share one; see unary_rows.hpp.
 void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
   const auto with_mask = [&](auto... types) {
-    if (a.mask) softmax_rows<true>(a, types..., r0, r1);
-    else softmax_rows<false>(a, types..., r0, r1);
+    dispatch_bool(a.mask, [&](auto masked) { softmax_rows<masked()>(a, types..., r0, r1); });
   };
   if (a.x_dtype == a.y_dtype && (!a.mask || a.mask_dtype == a.x_dtype))
     dispatch_float(a.x_dtype, [&](auto t) { with_mask(t, t, t); });

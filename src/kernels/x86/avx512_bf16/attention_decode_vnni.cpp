@@ -21,6 +21,7 @@
 // tolerance_for_int8_kv_cache (compare.hpp).
 #include <cstring>
 
+#include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
@@ -42,9 +43,9 @@ using avx512::softmax_step;
 using avx512::sum16;
 using avx512::sum4_lanes;
 
-// Row r of q (scaled by a.scale) as int8 steps of qscale[r] = max|q| / 127
-// (1 for a zero row, NaN for a row holding NaN or Inf, so its scores are
-// NaN), and the sum of its steps.
+// Row r of q (scaled by a.scale) as int8 steps of qscale[r], W8A8's row
+// scale (w8a8_row_scale: max|q| / 127; NaN for a row holding NaN or Inf, so
+// its scores are NaN), and the sum of its steps.
 static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, float& qscale, std::int32_t& qsum) {
   const std::int64_t dim = a.head_dim;
   const void* src = q_row(a, r);
@@ -56,9 +57,8 @@ static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, 
     finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);  // v - v is 0 unless NaN or Inf
     absmax = _mm512_max_ps(absmax, _mm512_abs_ps(v));
   }
-  const float max = _mm512_reduce_max_ps(absmax);
-  qscale = finite != 0xffff ? __builtin_nanf("") : max > 0.0f ? max / 127.0f : 1.0f;
-  const __m512 inv = _mm512_set1_ps(finite != 0xffff ? 0.0f : 1.0f / qscale);
+  qscale = w8a8_row_scale(_mm512_reduce_max_ps(absmax), finite == 0xffff);
+  const __m512 inv = _mm512_set1_ps(1.0f / qscale);  // NaN: the clamp below turns its steps to -127, unused
   __m512i sum = _mm512_setzero_si512();
   for (std::int64_t d = 0; d < dim; d += 16) {
     const __m512 v = _mm512_mul_ps(scale, avx512::load16(avx512::advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
@@ -115,8 +115,9 @@ static void interleave_v(const void* const* vrow, __m512i* out) {
     }
 }
 
-// o = alpha o + pscale (pq V) for one row: pq the block's 16 uint8
-// probabilities (zero past the visible keys), o in interleave_v's order.
+// o = alpha o + pscale (pq V) for one row: pq the block's uint8
+// probabilities (zero past the visible keys), `quads` groups of four keys;
+// o in interleave_v's order.
 template <int DQ>
 static void pv_row(const std::uint8_t* pq, std::int64_t quads, const __m512i* vi, float alpha, float pscale, float* o) {
   __m512i acc[4 * DQ];
@@ -164,7 +165,6 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   KvRows<kBlock> block;
   Prefetcher<dim, kBlock> pf;
   alignas(64) float s[kMaxRows * kBlock];
-  alignas(64) std::uint8_t pq[kMaxRows * kBlock];
   alignas(64) __m512i vi[kBlock * DQ];  // per quad of keys, 4 DQ vectors
   const int chunks = int((rows + R - 1) / R), shares = kGroups * chunks + 1 + int(rows);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
@@ -208,9 +208,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
         continue;
       }
       const __m512 to_steps = _mm512_set1_ps(255.0f / pmax);
+      alignas(64) std::uint8_t pq[kBlock];
       for (int g = 0; g < kGroups; ++g)
-        _mm_store_si128(reinterpret_cast<__m128i*>(pq + r * kBlock + 16 * g), _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
-      pv_row<DQ>(pq + r * kBlock, quads, vi, alpha, pmax / 255.0f, o + r * dim);
+        _mm_store_si128(reinterpret_cast<__m128i*>(pq + 16 * g), _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
+      pv_row<DQ>(pq, quads, vi, alpha, pmax / 255.0f, o + r * dim);
     }
     pf.issue(0, 1);  // whatever is left
   }
