@@ -66,19 +66,21 @@ std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int6
   return balanced_block(p.n, n_block, kPanelCols);  // 320 at most 256 wide: 160 + 160, not 256 + 64
 }
 
-// f32: 14-row micro-tiles; a task's rows in up to 16 of them. One or two
-// micro-tiles of rows (decode-like, B streamed from memory and used once or
-// twice): B's panel slice (k_block x 32 floats) and the 14-row A sliver
-// streaming past it fill three quarters of L1 (48 KiB: 192 deep), so the
-// second micro-tile finds the slice in L1. More rows (B reused from L3 by
-// many micro-tiles): the task's A slice (m_block x k_block) fills a quarter
-// of L2, and both streams come from L2. Each K slice costs a round trip of
-// the partial sums and a repacking of A; 192-deep slices at M = 512 lost
-// 5-7 % to them (interleaved: 148 -> 155-158 GFLOP/s at 1 thread with
-// 700-1500 deep slices; whole K, 4096, was slower again: A from L3).
-MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
+// The register-blocked rows (f32, bf16 dot, int8 VNNI; gemm_blocked.hpp):
+// 14-row micro-tiles, a task's rows in up to 16 of them; K in slices of
+// `grain` (B's layout), sized in bytes of the `elem`-byte operands. One or
+// two micro-tiles of rows (decode-like, B streamed from memory and used
+// once or twice): B's panel slice (k_block x 32) and the 14-row A sliver
+// streaming past it fill three quarters of L1 (f32, 48 KiB: 192 deep), so
+// the second micro-tile finds the slice in L1. More rows (B reused from L3
+// by many micro-tiles): the task's A slice (m_block x k_block) fills a
+// quarter of L2, and both streams come from L2. Each K slice costs a round
+// trip of the partial sums and a repacking of A; 192-deep slices at M = 512
+// lost 5-7 % to them (f32, interleaved: 148 -> 155-158 GFLOP/s at 1 thread
+// with 700-1500 deep slices; whole K, 4096, was slower again: A from L3).
+MatmulTiling blocked_tiling(const MatmulProblem& p, const hw::Info& hw, std::int64_t elem, std::int64_t grain) {
   const std::int64_t m_block = balanced_block(p.m, 16 * 14, 14);
-  const std::int64_t l1_block = std::max<std::int64_t>(64, hw.l1d_bytes * 3 / 4 / ((kPanelCols + 14) * 4) / 16 * 16);
+  const std::int64_t l1_block = std::max<std::int64_t>(64, hw.l1d_bytes * 3 / 4 / ((kPanelCols + 14) * elem) / grain * grain);
   std::int64_t k_block = l1_block;
   // One micro-tile of rows: B is used once, so each panel streams whole from
   // memory as one sequential run instead of in slices. Two micro-tiles (up
@@ -86,10 +88,13 @@ MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) {
   // after the first streamed it, while in slices both use it from L1 as the
   // next one arrives (measured at M = 16: 1.17-1.29x oneDNN, from 0.86-1.12x).
   if (p.m <= 14) k_block = std::max<std::int64_t>(p.k, 1);
-  else if (p.m > 28) k_block = balanced_block(p.k, std::max(l1_block, hw.l2_bytes / 4 / (m_block * 4) / 16 * 16), 16);
+  else if (p.m > 28) k_block = balanced_block(p.k, std::max(l1_block, hw.l2_bytes / 4 / (m_block * elem) / grain * grain), grain);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
   return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
+MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) { return blocked_tiling(p, hw, 4, 16); }
+MatmulTiling bf16_dot_tiling(const MatmulProblem& p, const hw::Info& hw) { return blocked_tiling(p, hw, 2, kBf16KStep); }
+MatmulTiling int8_vnni_tiling(const MatmulProblem& p, const hw::Info& hw) { return blocked_tiling(p, hw, 1, kI8KStep); }
 
 // AMX: 32 x 32 blocks of C (2 x 2 tiles). The K slice is 512 bytes of a
 // row (bf16: 256, int8: 512), so a 32-row slice of A (16 KiB) and a panel
@@ -125,8 +130,8 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
       {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_int8_amx", hw::Isa::amx, int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
-      {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, f32_tiling, avx512_bf16::matmul_int8_vnni},
-      {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, f32_tiling, avx512_bf16::matmul_bf16_dot},
+      {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, int8_vnni_tiling, avx512_bf16::matmul_int8_vnni},
+      {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, bf16_dot_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},

@@ -31,10 +31,11 @@ struct Geometry {
 
 // The tiling parameters each row's kernel reads, as the grain its tiling
 // function produces them in and its kernel accepts (0: the kernel does not
-// read the parameter). AMX: 16-row A tiles and K in whole tile steps; every
-// row: N in whole packed panels (tasks index panels by n0). The f32 rows
-// accept any M or K block; 14 rows is their tiling's micro-tile and 16 its K
-// step. Decode (M <= 4) takes all its rows and all of K at once; the int4
+// read the parameter). AMX, bf16 dot and int8 VNNI: K in whole tile steps
+// of B's layout; AMX: 16-row A tiles; every row: N in whole packed panels
+// (tasks index panels by n0). The register-blocked rows accept any M block
+// (14 rows is their micro-tile); the f32 rows any K block (16 is their
+// tiling's step). Decode (M <= 4) takes all its rows and all of K at once; the int4
 // VNNI row takes all of K and its rows in passes of 4. The reference row is
 // not tuned.
 struct TilingGrains {
@@ -46,8 +47,8 @@ constexpr TilingGrains kTilingGrains[] = {
     {kernels::avx512_bf16::matmul_i4_vnni, 4, kernels::kPanelCols, 0},
     {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
     {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
-    {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, 0},
-    {kernels::avx512_bf16::matmul_bf16_dot, 14, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, kernels::kI8KStep},
+    {kernels::avx512_bf16::matmul_bf16_dot, 14, kernels::kPanelCols, kernels::kBf16KStep},
     {kernels::avx512::matmul_f32, 14, kernels::kPanelCols, 16},
     {kernels::avx2::matmul_f32, 14, kernels::kPanelCols, 16},
 };

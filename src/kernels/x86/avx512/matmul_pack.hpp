@@ -22,44 +22,51 @@ static inline __m512 load_a16(const MatmulArgs& p, std::int64_t m, std::int64_t 
   return _mm512_load_ps(v);
 }
 
-// Rows [m0, m1) x columns [k0, k0 + kc) of A as f32 (W8A8: the int8 steps
-// of each row's scale) in slivers of `mr` <= 16 rows, each k-major
-// ([k][mr]): the micro-kernel then broadcasts from one sequential stream.
-// 16 x 16 blocks are transposed in registers; rows past m1 in the last
-// sliver are zero.
-constexpr std::int64_t kPrefetchAhead = 96;  // elements of a row of A
-
-static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
-                              float* dst, std::int64_t mr) {
+// Rows [m0, m1) of A in slivers of `mr` <= 16 rows, each unit-major
+// ([unit][mr]; a unit is the 4 bytes one broadcast gives the micro-kernel:
+// one f32, a bf16 pair or four u8), so the micro-kernel broadcasts from one
+// sequential stream. `load(m, k)` gives row m's 16 units from column k of
+// the slice (zero past its kc columns); 16 x 16 blocks are transposed in
+// registers; rows past m1 in the last sliver are zero.
+template <std::int64_t UnitK, class Load>
+static inline void pack_a_units(std::int64_t m0, std::int64_t m1, std::int64_t kc, float* dst, std::int64_t mr, Load load) {
+  const std::int64_t units = (kc + UnitK - 1) / UnitK;
   const __mmask16 row_mask = tail_mask(mr);
   for (std::int64_t s = m0; s < m1; s += mr) {
     const std::int64_t rows = std::min(mr, m1 - s);
-    float* out = dst + (s - m0) * kc;
-    for (std::int64_t k = 0; k < kc; k += 16) {
-      const __mmask16 mask = tail_mask(kc - k);
+    float* out = dst + (s - m0) * units;
+    for (std::int64_t u = 0; u < units; u += 16) {
       __m512 r[16];
-      for (std::int64_t i = 0; i < 16; ++i) {
-        if (i >= rows) {
-          r[i] = _mm512_setzero_ps();
-          continue;
-        }
-        if (p.a_q) {
-          const auto* q = reinterpret_cast<const __m128i*>(p.a_q + (s + i) * p.a_q_stride + k0 + k);
-          r[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, q))),
-                               _mm512_set1_ps(p.a_scales[s + i]));
-          continue;
-        }
-        r[i] = load_a16(p, s + i, k0 + k, mask);
-        // Rows of A are a page or more apart, so the hardware prefetcher
-        // does not follow them: fetch a few lines ahead, past this slice too.
-        if (p.a_col_stride == 1 && k0 + k + kPrefetchAhead < p.k)
-          _mm_prefetch(static_cast<const char*>(advance(p.a, p.a_dtype, (s + i) * p.a_row_stride + k0 + k + kPrefetchAhead)), _MM_HINT_T0);
-      }
+      for (std::int64_t i = 0; i < 16; ++i) r[i] = i < rows ? load(s + i, u * UnitK) : _mm512_setzero_ps();
       transpose16x16(r);
-      const std::int64_t n = std::min<std::int64_t>(16, kc - k);
-      for (std::int64_t j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (k + j) * mr, row_mask, r[j]);
+      const std::int64_t n = std::min<std::int64_t>(16, units - u);
+      for (std::int64_t j = 0; j < n; ++j) _mm512_mask_storeu_ps(out + (u + j) * mr, row_mask, r[j]);
     }
   }
+}
+
+// Rows of A are a page or more apart, so the hardware prefetcher does not
+// follow them: the packers fetch a few lines ahead, past the slice too.
+constexpr std::int64_t kPrefetchAhead = 96;  // elements of a row of A
+
+static inline void prefetch_a_row(const MatmulArgs& p, std::int64_t m, std::int64_t k) {
+  if (p.a_col_stride == 1 && k + kPrefetchAhead < p.k)
+    _mm_prefetch(static_cast<const char*>(advance(p.a, p.a_dtype, m * p.a_row_stride + k + kPrefetchAhead)), _MM_HINT_T0);
+}
+
+// Columns [k0, k0 + kc) of A's rows as f32 (W8A8: the int8 steps of each
+// row's scale), packed by pack_a_units.
+static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
+                              float* dst, std::int64_t mr) {
+  pack_a_units<1>(m0, m1, kc, dst, mr, [&](std::int64_t m, std::int64_t k) {
+    const __mmask16 mask = tail_mask(kc - k);
+    if (p.a_q) {
+      const auto* q = reinterpret_cast<const __m128i*>(p.a_q + m * p.a_q_stride + k0 + k);
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, q))), _mm512_set1_ps(p.a_scales[m]));
+    }
+    prefetch_a_row(p, m, k0 + k);
+    return load_a16(p, m, k0 + k, mask);
+  });
 }
 
 // W8A8 for vpdpbusd (u8 x s8): the task's rows of quantized A offset by

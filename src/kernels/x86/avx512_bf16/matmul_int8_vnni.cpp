@@ -1,8 +1,4 @@
-#include <algorithm>
-
-#include "kernels/scratch.hpp"
-#include "kernels/x86/avx512/epilogue.hpp"
-#include "kernels/x86/avx512/matmul_pack.hpp"
+#include "kernels/x86/avx512/gemm_blocked.hpp"
 
 namespace tessera::kernels::avx512_bf16 {
 
@@ -10,62 +6,57 @@ namespace {
 
 using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
 
-constexpr std::int64_t kMr = 14;
+// vpdpbusd (u8 x s8) on int8 weights in their tile layout: each 64-byte
+// tile row holds four k of 16 columns, one 32-bit broadcast of A's four
+// steps multiplies all of them; 16 quads per tile, the column halves 1 KiB
+// apart. A's int8 steps are offset by +128 to be unsigned, and the offset
+// is taken back with the column sums of each panel slice (128 x sum),
+// computed once per slice for all the task's micro-tiles.
+struct Int8Traits {
+  static constexpr std::int64_t kUnitK = 4, kKGrain = kI8KStep, kHalfBytes = 1024;
 
-// C[0:MR, 0:32] over all of K with vpdpbusd (u8 x s8): A's int8 steps are
-// offset by +128 to be unsigned, and the offset is taken back with the
-// column sums of B, which one more vpdpbusd per B row (against all-ones)
-// accumulates alongside. Each 64-byte tile row holds four k of 16 columns.
-template <int MR>
-void micro_tile(std::int64_t quads, const std::uint32_t* a, std::int64_t lda, const std::int8_t* b, std::int32_t* tile) {
-  __m512i acc[2 * MR], sum0 = _mm512_setzero_si512(), sum1 = sum0;
-  for (__m512i& v : acc) v = _mm512_setzero_si512();
-  const __m512i ones = _mm512_set1_epi8(1);
-  for (std::int64_t q = 0; q < quads; ++q) {
-    // Tile layout: 16 quads per 1 KiB tile, the two column halves side by side.
-    const std::int8_t* row = b + (q >> 4) * 2048 + (q & 15) * 64;
-    const __m512i b0 = _mm512_load_si512(row), b1 = _mm512_load_si512(row + 1024);
-    sum0 = _mm512_dpbusd_epi32(sum0, ones, b0);
-    sum1 = _mm512_dpbusd_epi32(sum1, ones, b1);
-#pragma GCC unroll 14
-    for (int i = 0; i < MR; ++i) {
-      const __m512i av = _mm512_set1_epi32(int(a[i * lda + q]));
-      acc[2 * i] = _mm512_dpbusd_epi32(acc[2 * i], av, b0);
-      acc[2 * i + 1] = _mm512_dpbusd_epi32(acc[2 * i + 1], av, b1);
-    }
-  }
-  const __m512i off0 = _mm512_slli_epi32(sum0, 7), off1 = _mm512_slli_epi32(sum1, 7);  // 128 * column sums
-  for (int i = 0; i < MR; ++i) {
-    _mm512_store_si512(tile + i * kPanelCols, _mm512_sub_epi32(acc[2 * i], off0));
-    _mm512_store_si512(tile + i * kPanelCols + 16, _mm512_sub_epi32(acc[2 * i + 1], off1));
-  }
-}
+  __m512i offset[2];
 
-using MicroTile = void (*)(std::int64_t, const std::uint32_t*, std::int64_t, const std::int8_t*, std::int32_t*);
-constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr,        micro_tile<1>,  micro_tile<2>,  micro_tile<3>,  micro_tile<4>,
-                                            micro_tile<5>,  micro_tile<6>,  micro_tile<7>,  micro_tile<8>,  micro_tile<9>,
-                                            micro_tile<10>, micro_tile<11>, micro_tile<12>, micro_tile<13>, micro_tile<14>};
+  static const char* b_row(const char* panel, std::int64_t u) { return panel + (u >> 4) * 2048 + (u & 15) * 64; }
+  static __m512 dot(__m512 acc, float a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_dpbusd_epi32(_mm512_castps_si512(acc), _mm512_castps_si512(_mm512_set1_ps(a)), _mm512_castps_si512(b)));
+  }
+  // A comes quantized (the op's pre-pass, zero past K): 64 steps per load,
+  // made unsigned. Past K they are 128 and meet zero weights.
+  static void pack_a(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc, float* dst,
+                     std::int64_t mr) {
+    pack_a_units<4>(m0, m1, kc, dst, mr, [&](std::int64_t m, std::int64_t k) {
+      const __m512i q = _mm512_loadu_si512(p.a_q + m * p.a_q_stride + k0 + k);
+      return _mm512_castsi512_ps(_mm512_xor_si512(q, _mm512_set1_epi8(char(0x80))));
+    });
+  }
+  static const char* b_panel(const MatmulArgs& p, std::int64_t n, std::int64_t, std::int64_t k0, std::int64_t, char*) {
+    const PackedB& b = *p.packed;
+    return static_cast<const char*>(b.values) + (n / kPanelCols) * padded_k(DType::i8, b.k) * kPanelCols + k0 * kPanelCols;
+  }
+  void panel_ready(const char* panel, std::int64_t units) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (std::int64_t u = 0; u < units; ++u)
+      for (int h = 0; h < 2; ++h) sum[h] = _mm512_dpbusd_epi32(sum[h], ones, _mm512_load_si512(b_row(panel, u) + h * kHalfBytes));
+    for (int h = 0; h < 2; ++h) offset[h] = _mm512_slli_epi32(sum[h], 7);
+  }
+  __m512 finish(__m512 acc, int half) const { return _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_castps_si512(acc), offset[half])); }
+  static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
+                       std::int64_t n, std::int64_t n_end) {
+    epilogue_i32_tile32(p, reinterpret_cast<const std::int32_t*>(tile), ld, rows, m, n, n_end);
+  }
+};
 
 }  // namespace
 
-// W8A8 with AVX512-VNNI where AMX is absent: A comes quantized (the op's
-// pre-pass); its rows are made unsigned once per task; int8 weights are read
-// in place in the tile layout; exact i32 sums, then acc * a_scale * w_scale
-// and the epilogue.
-void matmul_int8_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+// W8A8 with AVX512-VNNI where AMX is absent: exact i32 sums of the
+// quantized rows of A and the int8 weights, then acc * a_scale * w_scale
+// and the epilogue. The loop nest: gemm_blocked.hpp.
+void matmul_int8_vnni(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                       std::int64_t n1) {
-  const PackedB& b = *p.packed;
-  const std::int64_t k_pad = padded_k(DType::i8, std::max<std::int64_t>(p.k, 1)), quads = k_pad / 4;
-  const std::uint8_t* a = unsigned_a_rows(p, m0, m1, k_pad);
-  auto* tile = static_cast<std::int32_t*>(thread_scratch(ScratchSlot::partial, std::size_t(kMr * kPanelCols) * 4));
-  for (std::int64_t n = n0; n < n1; n += kPanelCols) {
-    const auto* panel = static_cast<const std::int8_t*>(b.values) + (n / kPanelCols) * k_pad * kPanelCols;
-    for (std::int64_t m = m0; m < m1; m += kMr) {
-      const std::int64_t mr = std::min(kMr, m1 - m);
-      kMicroTiles[mr](p.k > 0 ? quads : 0, reinterpret_cast<const std::uint32_t*>(a + (m - m0) * k_pad), quads, panel, tile);
-      epilogue_i32_tile32(p, tile, kPanelCols, mr, m, n, n1);
-    }
-  }
+  Int8Traits traits;
+  blocked_gemm(traits, p, t, m0, m1, n0, n1);
 }
 
 }  // namespace tessera::kernels::avx512_bf16

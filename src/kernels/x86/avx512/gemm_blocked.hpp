@@ -1,0 +1,139 @@
+#pragma once
+// The loop nest the AVX-512 register-blocked matmul kernels share (f32 with
+// FMAs, bf16 with vdpbf16ps, W8A8 with vpdpbusd): 14 x 32 micro-tiles of C
+// in 28 registers, K in slices. A kernel supplies its arithmetic through a
+// Traits struct; per k "unit" (what one 32-bit broadcast of A holds: one
+// f32, a pair of bf16, four u8) it multiplies one 128-byte row of B's panel:
+//
+//   static constexpr int64 kUnitK;             // k per unit: 1, 2 or 4
+//   static constexpr int64 kKGrain;            // K slices start at multiples of it (B's layout)
+//   static const char* b_row(panel, u);        // unit u's 16 columns; the other 16 kHalfBytes on
+//   static constexpr int64 kHalfBytes;
+//   static __m512 dot(__m512 acc, float a_unit, __m512 b);  // acc += a_unit x 16 columns
+//                                              // (integer sums: their bits, in float vectors)
+//   void pack_a(p, m0, m1, k0, kc, float* dst, mr);        // pack_a_units' layout
+//   const char* b_panel(p, n, n_end, k0, kc, char* buf);   // a slice of B's panel (in place or in buf)
+//   void panel_ready(const char* panel, units);             // after b_panel (W8A8: column sums)
+//   __m512 finish(__m512 acc, int half);       // before a micro-tile stores its sums
+//   void epilogue(p, const float* tile, ld, rows, m, n, n_end);  // sums (f32 or i32 bits) -> C
+//
+// Static template code: instantiated only inside the kernels' translation units.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/matmul.hpp"
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/epilogue.hpp"
+#include "kernels/x86/avx512/matmul_pack.hpp"
+
+namespace tessera::kernels::avx512 {
+
+constexpr std::int64_t kBlockedMr = 14;  // rows of C per micro-tile: 28 accumulators + 2 B registers of 32
+
+// part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, units] x B[units, 0:32].
+// A is a packed unit-major sliver ([unit][lda], lda >= MR), B a panel slice:
+// two sequential streams, one pointer each.
+template <class Traits, int MR>
+void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, std::int64_t lda, const char* b, float* part,
+                        std::int64_t ldp, bool first, const char* prefetch, std::int64_t prefetch_bytes) {
+  __m512 acc[2 * MR];
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    acc[2 * i] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp);
+    acc[2 * i + 1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp + 16);
+  }
+  auto step = [&](std::int64_t u) {
+    const char* row = Traits::b_row(b, u);
+    const __m512 b0 = _mm512_load_ps(reinterpret_cast<const float*>(row));
+    const __m512 b1 = _mm512_load_ps(reinterpret_cast<const float*>(row + Traits::kHalfBytes));
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      const float av = a[u * lda + i];
+      acc[2 * i] = Traits::dot(acc[2 * i], av, b0);
+      acc[2 * i + 1] = Traits::dot(acc[2 * i + 1], av, b1);
+    }
+  };
+  // Prefetches spread over the K loop (a few lines per 8 steps), so they
+  // never fill the line-fill buffers and stall the FMAs.
+  const std::int64_t lines = prefetch_bytes / 64, per8 = (lines + std::max<std::int64_t>(1, units / 8) - 1) / std::max<std::int64_t>(1, units / 8);
+  std::int64_t u = 0, off = 0;
+  for (; u + 8 <= units; u += 8) {
+    for (std::int64_t j = 0; j < per8 && off < prefetch_bytes; ++j, off += 64) _mm_prefetch(prefetch + off, _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) step(u + v);
+  }
+  for (; u < units; ++u) step(u);
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    _mm512_store_ps(part + i * ldp, tr.finish(acc[2 * i], 0));
+    _mm512_store_ps(part + i * ldp + 16, tr.finish(acc[2 * i + 1], 1));
+  }
+}
+
+template <class Traits>
+using BlockedMicroTile = void (*)(const Traits&, std::int64_t, const float*, std::int64_t, const char*, float*, std::int64_t,
+                                  bool, const char*, std::int64_t);
+
+template <class Traits, int... MR>
+constexpr auto blocked_micro_tiles(std::integer_sequence<int, MR...>) {
+  return std::array<BlockedMicroTile<Traits>, sizeof...(MR)>{blocked_micro_tile<Traits, MR>...};
+}
+
+// Blocked GEMM for one tile of C: K in slices of t.k_block (rounded to the
+// layout's grain); per slice the task's rows of A are packed once and each
+// 32-column panel of B is either read in place (packed weights) or
+// converted once into an L1-resident panel, then reused by every micro-tile
+// of up to 14 rows (evened out: 16 rows run as 8 + 8, not 14 + 2). Partial
+// sums of the slices stay in an L2-resident tile; the epilogue runs on each
+// micro-tile right after its last slice.
+template <class Traits>
+static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
+                         std::int64_t n0, std::int64_t n1) {
+  constexpr std::int64_t uk = Traits::kUnitK, grain = Traits::kKGrain, kRowBytes = 2 * 64;  // B bytes per unit
+  static constexpr auto kMicroTiles = blocked_micro_tiles<Traits>(std::make_integer_sequence<int, kBlockedMr + 1>());
+  const std::int64_t rows = m1 - m0, kb = round_up(std::max<std::int64_t>(1, std::min(t.k_block, p.k)), grain);
+  const std::int64_t slivers = (rows + kBlockedMr - 1) / kBlockedMr, mr_max = (rows + slivers - 1) / slivers;
+  const std::int64_t ldp = round_up(n1 - n0, kPanelCols), kb_units = kb / uk;
+  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(slivers * mr_max * kb_units) * 4));
+  auto* b_buf = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb_units * kRowBytes)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
+  if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
+  for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
+    const std::int64_t kc = std::min(kb, p.k - k0), units = (kc + uk - 1) / uk;
+    tr.pack_a(p, m0, m1, k0, kc, a_pack, mr_max);
+    for (std::int64_t n = n0; n < n1; n += kPanelCols) {
+      const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
+      tr.panel_ready(panel, units);
+      // Packed weights stream from L3 or memory. K in slices (many rows):
+      // each micro-tile pulls in a share of the next panel while this one is
+      // hot in L1. Whole K (few rows): the first micro-tile streams the panel
+      // from memory, 4 KiB ahead of itself (the hardware prefetcher stops at
+      // page boundaries); the others find it in L2.
+      const std::int64_t panel_bytes = round_up(kc, grain) / uk * kRowBytes;
+      const bool packed = panel != b_buf;
+      const char* next = panel;
+      std::int64_t share = 0, shares = slivers;
+      if (packed && kc == p.k) {
+        next += 4096, share = panel_bytes, shares = 1;
+      } else if (packed && n + kPanelCols < n1) {
+        next += padded_k(p.packed->dtype, p.packed->k) * panel_row_bytes(p.packed->dtype), share = round_up(panel_bytes / slivers, 64);
+      }
+      for (std::int64_t m = m0, s = 0; m < m1; m += mr_max, ++s) {
+        const std::int64_t mr = std::min(mr_max, m1 - m);
+        float* tile = part + (m - m0) * ldp + (n - n0);
+        if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
+        kMicroTiles[mr](tr, units, a_pack + (m - m0) * units, mr_max, panel, tile, ldp, k0 == 0, next + s * share,
+                        s < shares ? share : 0);
+        if (k0 + kc == p.k) tr.epilogue(p, tile, ldp, mr, m, n, n1);
+      }
+    }
+  }
+  if (p.k == 0)
+    for (std::int64_t n = n0; n < n1; n += kPanelCols) tr.epilogue(p, part + (n - n0), ldp, rows, m0, n, n1);
+}
+
+}  // namespace tessera::kernels::avx512
