@@ -60,54 +60,54 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
       for (int h = 0; h < 4; ++h) acc[i][h] = _mm512_fmadd_ps(av, w[h], acc[i][h]);
     }
   };
+  // Row k times one column half (H) of both panels.
+  auto fma_half = [&]<int H>(std::integral_constant<int, H>, std::int64_t k, const __m512 (&w)[2]) __attribute__((always_inline)) {
+#pragma GCC unroll 4
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      for (int j = 0; j < 2; ++j) acc[i][2 * j + H] = _mm512_fmadd_ps(av, w[j], acc[i][2 * j + H]);
+    }
+  };
   GroupScales gs[2] = {};  // a lone last panel leaves gs[1] unused
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
     if constexpr (kQuantized)
       for (int j = 0; j < panels; ++j) gs[j].load(b, g0 / group, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + group);
+    // Tile rows in the order of memory (walk_halves): one stream per panel.
     if constexpr (D == DType::bf16) {
-      // One 64-byte tile row per panel half holds the pairs (k, k+1) of 16
-      // columns: the even one is the low half of each lane, the odd the high.
-      for (std::int64_t k = g0; k < g1; k += 2) {
-        const std::int64_t at = (k / kBf16KStep) * 2 * 1024 + (k % kBf16KStep) / 2 * 64;
-        __m512 even[4], odd[4];
-        for (int j = 0; j < 2; ++j)
-          for (int h = 0; h < 2; ++h) {
-            const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at + h * 1024;
-            if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
-            const __m512i d = _mm512_load_si512(r);
-            even[2 * j + h] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
-            odd[2 * j + h] = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xffff0000u))));
-          }
-        fma_row(k, even);
-        fma_row(k + 1, odd);
-      }
-    } else if constexpr (D == DType::i8) {
-      // One 64-byte tile row per panel half holds rows k .. k+3 (A is zero-padded to a multiple of 4).
-      for (std::int64_t k = g0; k < g1; k += 4) {
-        const std::int64_t at = (k / kI8KStep) * 2 * 1024 + (k % kI8KStep) / 4 * 64;
-        for (int j = 0; j < panels; ++j)  // a line from each half per step
-          for (int h = 0; h < 2; ++h) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + at + h * 1024 + kAhead), _MM_HINT_T0);
-        __m512i d[4];
+      // A 64-byte tile row holds the pairs (k, k+1) of 16 columns: the even
+      // one is the low half of each lane, the odd the high.
+      walk_halves<2, kBf16KStep>(g0, g1, [&]<int H>(std::integral_constant<int, H> h, std::int64_t k, std::int64_t at)
+                                             __attribute__((always_inline)) {
+        __m512 even[2], odd[2];
         for (int j = 0; j < 2; ++j) {
           const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
-          d[2 * j] = _mm512_load_si512(r), d[2 * j + 1] = _mm512_load_si512(r + 1024);
+          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+          const __m512i d = _mm512_load_si512(r);
+          even[j] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
+          odd[j] = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xffff0000u))));
+        }
+        fma_half(h, k, even);
+        fma_half(h, k + 1, odd);
+      });
+    } else if constexpr (D == DType::i8) {
+      // A 64-byte tile row holds rows k .. k+3 (A is zero-padded to a multiple of 4).
+      walk_halves<4, kI8KStep>(g0, g1, [&]<int H>(std::integral_constant<int, H> h, std::int64_t k, std::int64_t at)
+                                           __attribute__((always_inline)) {
+        __m512i d[2];
+        for (int j = 0; j < 2; ++j) {
+          const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
+          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+          d[j] = _mm512_load_si512(r);
         }
         const bool u = b.zeros != nullptr;
-        __m512 w[4];
-        gs[0].apply(lane_byte<0>(d[0], u), lane_byte<0>(d[1], u), w[0], w[1]);
-        gs[1].apply(lane_byte<0>(d[2], u), lane_byte<0>(d[3], u), w[2], w[3]);
-        fma_row(k, w);
-        gs[0].apply(lane_byte<1>(d[0], u), lane_byte<1>(d[1], u), w[0], w[1]);
-        gs[1].apply(lane_byte<1>(d[2], u), lane_byte<1>(d[3], u), w[2], w[3]);
-        fma_row(k + 1, w);
-        gs[0].apply(lane_byte<2>(d[0], u), lane_byte<2>(d[1], u), w[0], w[1]);
-        gs[1].apply(lane_byte<2>(d[2], u), lane_byte<2>(d[3], u), w[2], w[3]);
-        fma_row(k + 2, w);
-        gs[0].apply(lane_byte<3>(d[0], u), lane_byte<3>(d[1], u), w[0], w[1]);
-        gs[1].apply(lane_byte<3>(d[2], u), lane_byte<3>(d[3], u), w[2], w[3]);
-        fma_row(k + 3, w);
-      }
+        auto row = [&]<int E>(std::integral_constant<int, E>) __attribute__((always_inline)) {
+          const __m512 w[2] = {gs[0].apply(lane_byte<E>(d[0], u), H), gs[1].apply(lane_byte<E>(d[1], u), H)};
+          fma_half(h, k + E, w);
+        };
+        row(std::integral_constant<int, 0>()), row(std::integral_constant<int, 1>());
+        row(std::integral_constant<int, 2>()), row(std::integral_constant<int, 3>());
+      });
     } else {
       for (std::int64_t k = g0; k < g1; ++k) {
         // The hardware prefetcher stops at page boundaries: each panel's

@@ -4,6 +4,7 @@
 // float matrix or packed f32 / bf16 / i8 / i4 weights, dequantized to f32.
 // Static functions only (see vec.hpp).
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
@@ -83,6 +84,26 @@ static inline const std::uint8_t* unsigned_a_rows(const MatmulArgs& p, std::int6
   return a;
 }
 
+// Rows [g0, g1) of a panel in a tile layout (bf16: Step 2, TileK 32; i8:
+// Step 4, TileK 64), in the order of memory: each 2 KiB tile's first column
+// half (1 KiB: its 64-byte rows of Step k), then its second. `row(half, k,
+// at)` gets half as std::integral_constant<int, 0 / 1> and `at`, the byte
+// offset of the row holding k (a multiple of Step) in the panel. Streaming
+// kernels walk this way so that a panel is one sequential run: both halves
+// of a row side by side make two streams 1 KiB apart, which held an AMD
+// EPYC (Zen 4) core to 55-60 % of its read bandwidth.
+template <std::int64_t Step, std::int64_t TileK, class Row>
+__attribute__((always_inline)) static inline void walk_halves(std::int64_t g0, std::int64_t g1, Row&& row) {
+  for (std::int64_t t0 = g0 / TileK * TileK; t0 < g1; t0 += TileK) {
+    const std::int64_t k0 = std::max(g0, t0), k1 = std::min(g1, t0 + TileK);
+    auto half = [&]<int H>(std::integral_constant<int, H> h) __attribute__((always_inline)) {
+      for (std::int64_t k = k0; k < k1; k += Step) row(h, k, t0 / TileK * 2048 + H * 1024 + (k - t0) / Step * 64);
+    };
+    half(std::integral_constant<int, 0>());
+    half(std::integral_constant<int, 1>());
+  }
+}
+
 // Row E (0..3) of a 64-byte block of int4 weights (packed_weights.hpp): the
 // stored integers of columns 0-15 (lo) and 16-31 (hi), one per lane, by
 // constant shifts (a shift by a count in a register is two instructions).
@@ -113,10 +134,8 @@ struct GroupScales {
       zero_scale[h] = _mm512_mul_ps(zero, scale[h]);
     }
   }
-  void apply(__m512i q0, __m512i q1, __m512& w0, __m512& w1) const {
-    w0 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q0), scale[0], zero_scale[0]);
-    w1 = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q1), scale[1], zero_scale[1]);
-  }
+  __m512 apply(__m512i q, int half) const { return _mm512_fmsub_ps(_mm512_cvtepi32_ps(q), scale[half], zero_scale[half]); }
+  void apply(__m512i q0, __m512i q1, __m512& w0, __m512& w1) const { w0 = apply(q0, 0), w1 = apply(q1, 1); }
 };
 
 class BRows32 {

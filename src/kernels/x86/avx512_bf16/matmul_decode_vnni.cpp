@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/x86/avx512/epilogue.hpp"
 #include "kernels/x86/avx512/matmul_pack.hpp"
@@ -36,24 +37,23 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
     for (__m512i& v : row) v = _mm512_setzero_si512();
   for (__m512i& v : sum) v = _mm512_setzero_si512();
   const __m512i ones = _mm512_set1_epi8(1);
-  for (std::int64_t q = 0; q < quads; ++q) {
-    const std::int64_t at = (q >> 4) * 2048 + (q & 15) * 64;  // 16 quads per 1 KiB tile, the column halves side by side
-    __m512i w[2 * P];
+  // Tile rows in the order of memory (walk_halves): one stream per panel.
+  walk_halves<4, kI8KStep>(0, quads * 4, [&]<int H>(std::integral_constant<int, H>, std::int64_t k, std::int64_t at)
+                                             __attribute__((always_inline)) {
+    __m512i w[P];
 #pragma GCC unroll 4
-    for (int j = 0; j < P; ++j)
-      for (int h = 0; h < 2; ++h) {
-        const std::int8_t* r = panel[j] + at + h * 1024;
-        if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
-        w[2 * j + h] = _mm512_load_si512(r);
-        sum[2 * j + h] = _mm512_dpbusd_epi32(sum[2 * j + h], ones, w[2 * j + h]);
-      }
+    for (int j = 0; j < P; ++j) {
+      if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kAhead), _MM_HINT_T0);
+      w[j] = _mm512_load_si512(panel[j] + at);
+      sum[2 * j + H] = _mm512_dpbusd_epi32(sum[2 * j + H], ones, w[j]);
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < ROWS; ++i) {
-      const __m512i av = _mm512_set1_epi32(int(a[i * lda + q]));
-#pragma GCC unroll 8
-      for (int h = 0; h < 2 * P; ++h) acc[i][h] = _mm512_dpbusd_epi32(acc[i][h], av, w[h]);
+      const __m512i av = _mm512_set1_epi32(int(a[i * lda + k / 4]));
+#pragma GCC unroll 4
+      for (int j = 0; j < P; ++j) acc[i][2 * j + H] = _mm512_dpbusd_epi32(acc[i][2 * j + H], av, w[j]);
     }
-  }
+  });
   for (int h = 0; h < 2 * panels; ++h) {
     const std::int64_t col = n + 16 * h;
     if (col >= n_end) break;
