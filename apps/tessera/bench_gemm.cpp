@@ -282,7 +282,7 @@ void print_header(const Run& run, Context& ctx) {
 
 void run_bench_gemm(GemmOptions opt) {
 #if TESSERA_HAVE_OPENBLAS
-  bench::ensure_openblas_coretype();  // may re-exec this command: before anything else
+  bench::ensure_openblas_environment();  // may re-exec this command: before anything else
 #endif
   // Ascending M: the cold rows come first and share their weight copies.
   std::ranges::sort(opt.ms);

@@ -81,25 +81,27 @@ Result<std::unique_ptr<GemmImpl>> make_openblas_gemm(std::int64_t k, std::int64_
   return std::unique_ptr<GemmImpl>(std::make_unique<OpenblasGemm>(k, n, std::move(buffer)));
 }
 
-void ensure_openblas_coretype() {
-  // Only when the user left the variable unset, OpenBLAS did fall back, and
-  // the CPU has the AVX-512 that the SkylakeX kernels use.
-  if (std::getenv("OPENBLAS_CORETYPE") || strcasecmp(openblas_get_corename(), "prescott") != 0 ||
-      hw::info().max_isa < hw::Isa::avx512)
-    return;
+void ensure_openblas_environment() {
+  // The core type only when the user left it unset, OpenBLAS did fall back,
+  // and the CPU has the AVX-512 that the SkylakeX kernels use.
+  const bool coretype = !std::getenv("OPENBLAS_CORETYPE") && strcasecmp(openblas_get_corename(), "prescott") == 0 &&
+                        hw::info().max_isa >= hw::Isa::avx512;
+  // Its idle workers spin ~2^28 cycles (~0.1 s) by default, yielding, on
+  // the very cores the next implementation's turn needs (seen: Tessera's
+  // 2-thread M = 1 GEMV 1.5x slower right after OpenBLAS's turn); 2^20
+  // (~0.4 ms) still keeps them hot across back-to-back calls within a repeat.
+  const bool timeout = !std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  if (!coretype && !timeout) return;
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;
   for (std::string arg; std::getline(cmdline, arg, '\0');) args.push_back(arg);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-  // Its idle workers spin ~2^28 cycles (~0.1 s) by default, on the very cores
-  // the next implementation's turn needs; 2^20 (~0.4 ms) still keeps them hot
-  // across back-to-back calls within a repeat.
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1);
+  if (coretype) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  if (timeout) setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1);
   execv("/proc/self/exe", argv.data());
-  fmt::print(stderr, "warning: cannot re-run with OPENBLAS_CORETYPE=SkylakeX ({}); OpenBLAS keeps its {} kernels\n",
+  fmt::print(stderr, "warning: cannot re-run with OpenBLAS's environment set ({}); OpenBLAS keeps its {} kernels\n",
              std::strerror(errno), openblas_get_corename());
 }
 

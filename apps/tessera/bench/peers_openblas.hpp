@@ -12,12 +12,13 @@ namespace tessera::app::bench {
 // weights [K, N], row-major; OpenBLAS gets its own copy, stored [N, K].
 Result<std::unique_ptr<GemmImpl>> make_openblas_gemm(std::int64_t k, std::int64_t n, const float* w_kn);
 
-// OpenBLAS 0.3.21 does not know this CPU and falls back to its Prescott
-// (SSE3) kernels. It reads OPENBLAS_CORETYPE when the library is loaded,
-// before main(), so when that happened this re-executes the same command
-// line with OPENBLAS_CORETYPE=SkylakeX; it returns only when nothing needed
-// doing or the re-exec failed (with a warning).
-void ensure_openblas_coretype();
+// OpenBLAS reads its environment when the library is loaded, before
+// main(): when OPENBLAS_CORETYPE should be set (0.3.21 does not know a
+// Sapphire Rapids CPU and falls back to its Prescott SSE3 kernels: SkylakeX)
+// or OPENBLAS_THREAD_TIMEOUT is unset, this re-executes the same command
+// line with them set; it returns only when nothing needed doing or the
+// re-exec failed (with a warning).
+void ensure_openblas_environment();
 
 // "OpenBLAS 0.3.21 ... SkylakeX ...": its build configuration and core.
 std::string openblas_version();
