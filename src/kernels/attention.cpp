@@ -47,7 +47,7 @@ AttentionTiling row_blocks(const AttentionProblem& p, const hw::Info& hw, std::i
 AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
   return row_blocks(p, hw, 8 * p.head_dim + 4 * 32, 256);
 }
-AttentionTiling amx_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
+AttentionTiling bf16_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
   return row_blocks(p, hw, 6 * p.head_dim + 6 * 64, 256);
 }
 
@@ -61,8 +61,10 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
   return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys};
 }
 
-// AMX tiles take 32 bf16 along D; f32 inputs stay on the f32 rows (no rounding to bf16).
-bool amx_bf16(const AttentionProblem& p) {
+// The bf16 flash kernels (AMX tiles, AVX512-BF16 dot products on the same
+// tile layouts) take 32 bf16 along D; f32 inputs stay on the f32 rows (no
+// rounding to bf16).
+bool bf16_qkv(const AttentionProblem& p) {
   return p.q == DType::bf16 && p.kv == DType::bf16 && (p.o == DType::f32 || p.o == DType::bf16) && p.head_dim % 32 == 0 &&
          p.head_dim <= 256;
 }
@@ -71,8 +73,8 @@ bool amx_bf16(const AttentionProblem& p) {
 AttentionTiling flash_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
   return decode_shape(p) ? decode_tiling(p, hw) : flash_tiling(p, hw);
 }
-AttentionTiling amx_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
-  return decode_shape(p) ? decode_tiling(p, hw) : amx_flash_tiling(p, hw);
+AttentionTiling bf16_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
+  return decode_shape(p) ? decode_tiling(p, hw) : bf16_flash_tiling(p, hw);
 }
 
 }  // namespace
@@ -81,7 +83,8 @@ std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
       {"attention_decode_vnni", hw::Isa::avx512_bf16, decode_vnni, decode_tiling, avx512_bf16::attention_decode_vnni},
       {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
-      {"flash_attention_bf16_amx", hw::Isa::amx, amx_bf16, amx_or_split_tiling, amx::flash_attention_bf16},
+      {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv, bf16_or_split_tiling, amx::flash_attention_bf16},
+      {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},

@@ -1,0 +1,191 @@
+#pragma once
+// What the two bf16 flash attention kernels share (AMX tiles, and
+// AVX512-BF16 dot products where AMX is absent): per block of 64 keys, K
+// and V packed into the AMX B-tile layouts (pairs of bf16 per 32-bit
+// element, the operand of both _tile_dpbf16ps and vdpbf16ps), and the
+// unit's row state with the online softmax of a group of 32 rows, whose P
+// is rounded to bf16 as q, k and v are; scores and sums stay f32. Static,
+// like vec.hpp (the struct lives in an unnamed namespace).
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/attention_common.hpp"
+
+namespace tessera::kernels::avx512 {
+
+constexpr std::int64_t kBf16FlashKeys = 64;   // keys per block
+constexpr std::int64_t kBf16FlashGroup = 32;  // rows per group
+constexpr std::int64_t kTileBytes = 1024;
+
+// Kᵀ tiles of one block: [D / 32][4 quarters of 16 keys] tiles, row j = d
+// pair j of the chunk, element (key, pair) = 32 bits. Keys past n are zero.
+static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t dim, char* out) {
+  for (std::int64_t c = 0; c < dim / 32; ++c)
+    for (std::int64_t h = 0; h < 4; ++h) {
+      __m512 r[16];
+      for (std::int64_t i = 0; i < 16; ++i) {
+        const std::int64_t key = 16 * h + i;
+        r[i] = key < n ? _mm512_loadu_ps(static_cast<const std::uint16_t*>(rows.k[key]) + 32 * c) : _mm512_setzero_ps();
+      }
+      transpose16x16(r);
+      char* tile = out + (4 * c + h) * kTileBytes;
+      for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(tile + 64 * j, r[j]);
+    }
+}
+
+// V tiles of one block: [2 steps of 32 keys][D / 32][2 halves of 16 columns]
+// tiles, row j = keys (2j, 2j + 1) of the step, element (column, key parity)
+// = 16 bits. Keys past n are zero.
+static inline void pack_v_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t dim, char* out) {
+  for (std::int64_t j = 0; j < kBf16FlashKeys / 2; ++j) {
+    const auto* even = 2 * j < n ? static_cast<const std::uint16_t*>(rows.v[2 * j]) : nullptr;
+    const auto* odd = 2 * j + 1 < n ? static_cast<const std::uint16_t*>(rows.v[2 * j + 1]) : nullptr;
+    for (std::int64_t col = 0; col < dim; col += 16) {
+      const __m512i e = even ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + col))) : _mm512_setzero_si512();
+      const __m512i o = odd ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + col))) : _mm512_setzero_si512();
+      // Tile (step, chunk, half): step j / 16, (chunk, half) = col / 16.
+      char* tile = out + ((j / 16) * (dim / 16) + col / 16) * kTileBytes;
+      _mm512_store_si512(tile + 64 * (j % 16), _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+    }
+  }
+}
+
+namespace {
+
+// One unit's rows (rows_pad: whole groups, zero-padded) through the blocks
+// of keys [t0, t_end): q (bf16, unscaled), the f32 sums o, m, l and alpha;
+// per group its scores (f32, [32][64]) and P (bf16, [32][64]); the block's
+// packed K and V tiles.
+struct Bf16FlashRows {
+  const AttentionArgs& a;
+  std::int64_t dim, rows, group, t_end, rows_pad;
+  std::uint16_t* q;
+  float *o, *m, *l, *alpha;
+  float* s_buf[2];  // two groups' scores (the AMX kernel overlaps them)
+  std::uint16_t* p;
+  std::int64_t* limit;  // per row: keys t < limit are visible
+  char *kp, *vp;        // K and V tiles: (D / 32) x 4 tiles each
+  KvRows<kBf16FlashKeys> block;
+  alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
+
+  Bf16FlashRows(const AttentionArgs& args, std::int64_t t1)
+      : a(args), dim(args.head_dim), rows(args.rows), group(args.group) {
+    const std::int64_t positions = (rows + group - 1) / group;
+    t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+    rows_pad = (std::max<std::int64_t>(rows, 1) + kBf16FlashGroup - 1) / kBf16FlashGroup * kBf16FlashGroup;
+    const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kBf16FlashGroup * kBf16FlashKeys * (2 * 4 + 2);
+    char* base = static_cast<char*>(thread_scratch(ScratchSlot::a_panel, state));
+    q = reinterpret_cast<std::uint16_t*>(base);
+    o = reinterpret_cast<float*>(q + rows_pad * dim);
+    m = o + rows_pad * dim;
+    l = m + rows_pad;
+    alpha = l + rows_pad;
+    s_buf[0] = alpha + rows_pad;
+    s_buf[1] = s_buf[0] + kBf16FlashGroup * kBf16FlashKeys;
+    p = reinterpret_cast<std::uint16_t*>(s_buf[1] + kBf16FlashGroup * kBf16FlashKeys);
+    limit = reinterpret_cast<std::int64_t*>(p + kBf16FlashGroup * kBf16FlashKeys);
+    kp = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * 8 * kTileBytes));
+    vp = kp + (dim / 32) * 4 * kTileBytes;
+    for (std::int64_t r = 0; r < rows_pad; ++r) {
+      auto* qr = q + r * dim;
+      if (r < rows) {
+        const auto* src = static_cast<const std::uint16_t*>(a.q) + (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride;
+        std::copy(src, src + dim, qr);
+      } else {
+        std::fill(qr, qr + dim, std::uint16_t(0));
+      }
+      std::fill(o + r * dim, o + (r + 1) * dim, 0.0f);
+      m[r] = kNegInf;
+      l[r] = 0.0f;
+      limit[r] = r >= rows ? 0 : a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
+    }
+  }
+
+  // Keys [tb, tb + n) gathered and packed; the next block's prefetched.
+  void load_block(std::int64_t tb, std::int64_t n) {
+    const KvSource& kv = a.kv;
+    gather_rows(kv, tb, n, block);
+    const std::int64_t next = std::min(kBf16FlashKeys, t_end - tb - kBf16FlashKeys);
+    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kBf16FlashKeys, next, dim * 2);
+    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kBf16FlashKeys, next, dim * 2);
+    pack_k_tiles(block, n, dim, kp);
+    pack_v_tiles(block, n, dim, vp);
+  }
+
+  // The first group that sees some of the block's keys: causal, a group
+  // whose last row sees none of them is skipped, and those are the first
+  // ones (rows go by position).
+  std::int64_t first_group(std::int64_t tb) const {
+    std::int64_t g = 0;
+    while (a.causal && g < rows_pad && (std::min(g + kBf16FlashGroup, rows) - 1) / group + a.causal_offset < tb) g += kBf16FlashGroup;
+    return g;
+  }
+
+  // Online softmax of rows [i0, i1) of group g from its scores sb (block
+  // [tb, tb + n)); P in bf16. Per row: scaled (and masked) scores, the new
+  // max, P and the row sum (alpha and l follow in finish_group).
+  void softmax_rows(std::int64_t g, std::int64_t i0, std::int64_t i1, const float* sb, std::int64_t tb, std::int64_t n) {
+    const __m512 scale = _mm512_set1_ps(a.scale);
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t r = g + i;
+      auto* pr = p + i * kBf16FlashKeys;
+      const float* sr = sb + i * kBf16FlashKeys;
+      m_old[i] = m[r];
+      row_sum[i] = 0.0f;
+      const std::int64_t valid = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
+      __m512 x[4];
+      if (valid == kBf16FlashKeys && !a.mask) {
+        for (int v = 0; v < 4; ++v) x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
+      } else {
+        const std::int64_t pos = r / group;
+        const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+        for (int v = 0; v < 4; ++v) {
+          const std::int64_t count = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
+          x[v] = _mm512_set1_ps(kNegInf);
+          if (count == 0) continue;
+          x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
+          if (mrow) x[v] = _mm512_add_ps(x[v], load_mask16(a, advance(mrow, a.mask_dtype, 16 * v * a.mask_key_stride), count));
+          x[v] = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), tail_mask(count), x[v]);
+        }
+      }
+      const __m512 mx = _mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3]));
+      const float m_new = valid == 0 ? kNegInf : std::max(m[r], _mm512_reduce_max_ps(mx));
+      if (m_new == kNegInf) {  // nothing visible with a finite logit yet: alpha 1, P 0
+        for (int v = 0; v < 4; v += 2) _mm512_storeu_si512(pr + 16 * v, _mm512_setzero_si512());
+        continue;
+      }
+      const __m512 mv = _mm512_set1_ps(m_new);
+      const bool all_visible = valid == kBf16FlashKeys && !a.mask;  // no -inf lanes to zero
+      __m512 sum = _mm512_setzero_ps();
+      for (int v = 0; v < 4; v += 2) {
+        // Masked lanes are -inf: they are zeroed, for P and the sum. P
+        // rounds to bf16 with vcvtne2ps2bf16 (p >= 0: flushing a subnormal
+        // changes nothing).
+        __m512 p0 = exp16_bf16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x[v], mv));
+        __m512 p1 = exp16_bf16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x[v + 1], mv));
+        if (!all_visible) {
+          p0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p0);
+          p1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x[v + 1], _mm512_set1_ps(kNegInf), _CMP_NEQ_UQ), p1);
+        }
+        sum = _mm512_add_ps(sum, _mm512_add_ps(p0, p1));
+        _mm512_storeu_si512(pr + 16 * v, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(p1, p0)));
+      }
+      row_sum[i] = _mm512_reduce_add_ps(sum);
+      m[r] = m_new;
+    }
+  }
+
+  // alpha = exp(m_old - m) and l = alpha l + the row sums, for group g.
+  void finish_group(std::int64_t g) {
+    for (std::int64_t h = 0; h < kBf16FlashGroup; h += 16) {
+      const __m512 mo = _mm512_load_ps(m_old + h), mn = _mm512_load_ps(m + g + h);
+      __m512 al = exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(mo, mn));
+      al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mo, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_setzero_ps());
+      al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mn, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
+      _mm512_store_ps(alpha + g + h, al);
+      _mm512_store_ps(l + g + h, _mm512_fmadd_ps(_mm512_load_ps(l + g + h), al, _mm512_load_ps(row_sum + h)));
+    }
+  }
+};
+
+}  // namespace
+
+}  // namespace tessera::kernels::avx512
