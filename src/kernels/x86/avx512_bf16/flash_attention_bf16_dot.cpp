@@ -25,43 +25,38 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
   return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(bits), (__m512bh)b);
 }
 
-// Scores of RR rows of q (bf16, `dim` apart) for the 32 keys of half `half`
-// of the block: each Kᵀ tile row is d pair j of 16 keys.
+// Scores of RR rows of q (bf16, `dim` apart) for the 16 keys of quarter
+// `quarter` of the block: each Kᵀ tile row is d pair j of 16 keys. Quarters
+// rather than halves: a short last block (cross-attention to 77 tokens: 13
+// keys) computes 16 keys, not 32.
 template <int RR>
-static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t half, float* s) {
-  __m512 acc[RR][2];
-  for (int i = 0; i < RR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t quarter, float* s) {
+  __m512 acc[RR];
+  for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < dim / 32; ++c) {
-    const char* t0 = kp + (4 * c + 2 * half) * kTileBytes;
+    const char* tile = kp + (4 * c + quarter) * kTileBytes;
     for (std::int64_t j = 0; j < 16; ++j) {
-      const __m512i k0 = _mm512_load_si512(t0 + 64 * j), k1 = _mm512_load_si512(t0 + kTileBytes + 64 * j);
-      for (int i = 0; i < RR; ++i) {
-        const std::uint16_t* pair = q + i * dim + 32 * c + 2 * j;
-        acc[i][0] = dot_pair(acc[i][0], pair, k0);
-        acc[i][1] = dot_pair(acc[i][1], pair, k1);
-      }
+      const __m512i k = _mm512_load_si512(tile + 64 * j);
+      for (int i = 0; i < RR; ++i) acc[i] = dot_pair(acc[i], q + i * dim + 32 * c + 2 * j, k);
     }
   }
-  for (int i = 0; i < RR; ++i) {
-    _mm512_store_ps(s + i * kKeys + 32 * half, acc[i][0]);
-    _mm512_store_ps(s + i * kKeys + 32 * half + 16, acc[i][1]);
-  }
+  for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * kKeys + 16 * quarter, acc[i]);
 }
 
-// O[RR rows][32 c : 32 c + 32] = alpha O + P V over `steps` steps of 32
-// keys: each V tile row is the key pair j of 16 columns.
+// O[RR rows][32 c : 32 c + 32] = alpha O + P V over the block's first n
+// keys: each V tile row is the key pair j of 16 columns (of a step of 32).
 template <int RR>
 static void pv_tile(const std::uint16_t* p, const float* alpha, float* o, std::int64_t dim, const char* vp, std::int64_t c,
-                    std::int64_t steps) {
+                    std::int64_t n) {
   __m512 acc[RR][2];
   for (int i = 0; i < RR; ++i) {
     const __m512 al = _mm512_set1_ps(alpha[i]);
     acc[i][0] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim));
     acc[i][1] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim + 16));
   }
-  for (std::int64_t step = 0; step < steps; ++step) {
+  for (std::int64_t step = 0; 32 * step < n; ++step) {
     const char* t0 = vp + (step * 2 * (dim / 32) + 2 * c) * kTileBytes;
-    for (std::int64_t j = 0; j < 16; ++j) {
+    for (std::int64_t j = 0, pairs = std::min<std::int64_t>(16, (n - 32 * step + 1) / 2); j < pairs; ++j) {
       const __m512i v0 = _mm512_load_si512(t0 + 64 * j), v1 = _mm512_load_si512(t0 + kTileBytes + 64 * j);
       for (int i = 0; i < RR; ++i) {
         const std::uint16_t* pair = p + i * kKeys + 32 * step + 2 * j;
@@ -79,25 +74,25 @@ static void pv_tile(const std::uint16_t* p, const float* alpha, float* o, std::i
 }  // namespace
 
 // Whole groups of 32 rows (the padding rows are zero q with no visible
-// keys): scores in slivers of 8 rows (16 accumulators), P V in 12 + 12 + 8
-// rows (24 at most).
+// keys): scores in slivers of 16 rows, P V in 12 + 12 + 8 rows (24
+// accumulators at most).
 void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   Bf16FlashRows rs(a, t1);
   const std::int64_t dim = rs.dim;
   for (std::int64_t tb = t0; tb < rs.t_end; tb += kKeys) {
-    const std::int64_t n = std::min(kKeys, rs.t_end - tb), steps = (n + 31) / 32;
+    const std::int64_t n = std::min(kKeys, rs.t_end - tb);
     rs.load_block(tb, n);
     for (std::int64_t g = rs.first_group(tb); g < rs.rows_pad; g += kGroup) {
       float* sb = rs.s_buf[0];
-      for (std::int64_t half = 0; half < steps; ++half)
-        for (std::int64_t r = 0; r < kGroup; r += 8) score_tile<8>(rs.q + (g + r) * dim, dim, rs.kp, half, sb + r * kKeys);
+      for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
+        for (std::int64_t r = 0; r < kGroup; r += 16) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, quarter, sb + r * kKeys);
       rs.softmax_rows(g, 0, kGroup, sb, tb, n);
       rs.finish_group(g);
       for (std::int64_t c = 0; c < dim / 32; ++c) {
         float* oc = rs.o + g * dim + 32 * c;
-        pv_tile<12>(rs.p, rs.alpha + g, oc, dim, rs.vp, c, steps);
-        pv_tile<12>(rs.p + 12 * kKeys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, steps);
-        pv_tile<8>(rs.p + 24 * kKeys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, steps);
+        pv_tile<12>(rs.p, rs.alpha + g, oc, dim, rs.vp, c, n);
+        pv_tile<12>(rs.p + 12 * kKeys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, n);
+        pv_tile<8>(rs.p + 24 * kKeys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, n);
       }
     }
   }
