@@ -10,7 +10,12 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr std::int64_t kMaxRows = 4;   // 4 rows x 2 panels x 2 halves = 16 accumulators
-constexpr std::int64_t kAhead = 8192;  // bytes of prefetch ahead of each panel stream (measured: 4-16 KiB all within noise)
+// Bytes of prefetch ahead of each panel stream (measured: 4-16 KiB all
+// within noise), into L2: four streams 8 KiB ahead are a whole 32 KiB L1,
+// where the lines were evicted before use (AMD EPYC, Zen 4, bench gemm
+// --m 1, alternating binaries, 1 thread: f32 17-23 -> 23-27 GB/s, int4
+// 12-14 -> 17; 4 KiB ahead into L1 was slower than this).
+constexpr std::int64_t kAhead = 8192;
 
 // Row k of one f32 panel as 32 lanes (two registers).
 inline void weight_row(const std::uint8_t* panel, std::int64_t k, __m512& w0, __m512& w1) {
@@ -82,7 +87,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
         __m512 even[2], odd[2];
         for (int j = 0; j < 2; ++j) {
           const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
-          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           const __m512i d = _mm512_load_si512(r);
           even[j] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
           odd[j] = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xffff0000u))));
@@ -97,7 +102,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
         __m512i d[2];
         for (int j = 0; j < 2; ++j) {
           const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
-          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           d[j] = _mm512_load_si512(r);
         }
         const bool u = b.zeros != nullptr;
@@ -113,7 +118,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
         // The hardware prefetcher stops at page boundaries: each panel's
         // stream runs kAhead bytes ahead of itself.
         if ((k * row_bytes) % 64 == 0)
-          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + k * row_bytes + kAhead), _MM_HINT_T0);
+          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + k * row_bytes + kAhead), _MM_HINT_T1);
         __m512 w[4];
         weight_row(base, k, w[0], w[1]);
         weight_row(base + (panels == 2 ? panel_bytes : 0), k, w[2], w[3]);
@@ -190,7 +195,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     std::int64_t k = g0;
     for (; k < g1 && k % 4 != 0; ++k) step(k);  // a group that starts inside a quad
     for (; k + 4 <= g1; k += 4) {  // a 64-byte line of each panel per 4 k
-      for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kAhead), _MM_HINT_T0);
+      for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kAhead), _MM_HINT_T1);
       quad(k);
     }
     for (; k < g1; ++k) step(k);
@@ -225,8 +230,8 @@ void decode_quad_f32(const MatmulArgs& p, const float* a, std::int64_t lda, std:
     for (__m512& v : row) v = _mm512_setzero_ps();
   for (std::int64_t k = 0; k < b.k; ++k) {
     for (int j = 0; j < 4; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead + 64, _MM_HINT_T1);
     }
 #pragma GCC unroll 2
     for (int i = 0; i < ROWS; ++i) {

@@ -43,7 +43,7 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
     __m512i w[P];
 #pragma GCC unroll 4
     for (int j = 0; j < P; ++j) {
-      if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kAhead), _MM_HINT_T0);
+      if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kAhead), _MM_HINT_T1);
       w[j] = _mm512_load_si512(panel[j] + at);
       sum[2 * j + H] = _mm512_dpbusd_epi32(sum[2 * j + H], ones, w[j]);
     }

@@ -82,7 +82,7 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
 #pragma GCC unroll 4
       for (int j = 0; j < P; ++j) {
         const std::uint8_t* r = panel[j] + q * 64;
-        if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T0);
+        if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
         const __m512i d = _mm512_load_si512(r);
         if constexpr (A == AInt::i8) {
           w[2 * j] = _mm512_and_si512(d, nibbles);
