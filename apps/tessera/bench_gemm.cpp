@@ -177,14 +177,16 @@ struct Run {
 
 // The peak a warm row is judged against: the unit its kernel computes on.
 // int4: Tessera's AMX rows dequantize it to bf16 tiles (the bf16 peak), its
-// f32 rows to f32 (the FMA peak); the VNNI integer row has no measured peak.
+// f32 rows to f32 (the FMA peak); the VNNI integer row and the bf16 dot
+// product row have no measured peak.
 double peak_for(const bench::Peaks& p, GemmType t, std::string_view kernel) {
+  const auto has = [&](std::string_view s) { return kernel.find(s) != std::string_view::npos; };
   switch (t) {
     case GemmType::bf16: return p.amx_bf16;
     case GemmType::int8: return p.amx_int8;
     case GemmType::int4:
-      if (kernel.find("amx") != std::string_view::npos) return p.amx_bf16;
-      return kernel.find("vnni") != std::string_view::npos ? 0.0 : p.fma_f32;
+      if (has("amx")) return p.amx_bf16;
+      return has("vnni") || has("bf16_dot") ? 0.0 : p.fma_f32;
     case GemmType::f32: return p.fma_f32;
   }
   return 0;

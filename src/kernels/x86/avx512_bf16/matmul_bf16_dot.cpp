@@ -1,4 +1,5 @@
 #include "kernels/x86/avx512/gemm_blocked.hpp"
+#include "kernels/x86/avx512_bf16/bf16_b_tiles.hpp"
 
 namespace tessera::kernels::avx512_bf16 {
 
@@ -38,7 +39,7 @@ struct Bf16Traits {
   }
   static const char* b_panel(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0, std::int64_t kc,
                              char* buf) {
-    return reinterpret_cast<const char*>(bf16_b_tiles(p, n, n_end, k0, kc, reinterpret_cast<std::uint16_t*>(buf)));
+    return reinterpret_cast<const char*>(bf16_tiles_of(p, n, n_end, k0, kc, reinterpret_cast<std::uint16_t*>(buf)));
   }
   static void panel_ready(const char*, std::int64_t) {}
   static __m512 finish(__m512 acc, int) { return acc; }
@@ -52,7 +53,8 @@ struct Bf16Traits {
 
 // bf16 x bf16 -> f32 with AVX512-BF16 where AMX is absent: A's rows rounded
 // to bf16 as they are packed, B panels in the tile layout (packed bf16
-// weights in place). The loop nest: gemm_blocked.hpp.
+// weights in place, quantized ones dequantized per K slice). The loop nest:
+// gemm_blocked.hpp.
 void matmul_bf16_dot(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                      std::int64_t n1) {
   Bf16Traits traits;
