@@ -38,5 +38,6 @@ std::span<const KernelRow<SoftmaxFamily>> rows(SoftmaxFamily);
 namespace ref { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx2 { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx512 { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx512_bf16 { void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1); }
 
 }  // namespace tessera::kernels
