@@ -62,12 +62,14 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
 }
 
 // The bf16 flash kernels (AMX tiles, AVX512-BF16 dot products on the same
-// tile layouts) take 32 bf16 along D; f32 inputs stay on the f32 rows (no
-// rounding to bf16).
+// tile layouts): bf16 q, k and v (f32 inputs stay on the f32 rows, with no
+// rounding to bf16). The dot-product kernel pads D to a multiple of 32 with
+// zeros (SD 1.x's heads of 40 and 80: 64 and 96, still faster than f32 FMAs
+// on D); the AMX row takes whole multiples only.
 bool bf16_qkv(const AttentionProblem& p) {
-  return p.q == DType::bf16 && p.kv == DType::bf16 && (p.o == DType::f32 || p.o == DType::bf16) && p.head_dim % 32 == 0 &&
-         p.head_dim <= 256;
+  return p.q == DType::bf16 && p.kv == DType::bf16 && (p.o == DType::f32 || p.o == DType::bf16) && p.head_dim <= 256;
 }
+bool bf16_qkv_tiles(const AttentionProblem& p) { return bf16_qkv(p) && p.head_dim % 32 == 0; }
 
 // Many rows with decode's few positions (e.g. MQA): the flash kernel, split like decode.
 AttentionTiling flash_or_split_tiling(const AttentionProblem& p, const hw::Info& hw) {
@@ -83,7 +85,7 @@ std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
       {"attention_decode_vnni", hw::Isa::avx512_bf16, decode_vnni, decode_tiling, avx512_bf16::attention_decode_vnni},
       {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
-      {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv, bf16_or_split_tiling, amx::flash_attention_bf16},
+      {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv_tiles, bf16_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},

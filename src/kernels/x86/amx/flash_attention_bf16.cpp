@@ -132,7 +132,7 @@ void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t 
     }
   }
   _tile_release();
-  avx512::finish_rows(a, out, o, a.head_dim, rs.m, rs.l);
+  avx512::finish_rows(a, out, o, dim, rs.m, rs.l);
 }
 
 }  // namespace tessera::kernels::amx

@@ -15,15 +15,25 @@ constexpr std::int64_t kBf16FlashKeys = 64;   // keys per block
 constexpr std::int64_t kBf16FlashGroup = 32;  // rows per group
 constexpr std::int64_t kTileBytes = 1024;
 
-// Kᵀ tiles of one block: [D / 32][4 quarters of 16 keys] tiles, row j = d
-// pair j of the chunk, element (key, pair) = 32 bits. Keys past n are zero.
-static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t dim, char* out) {
+// The bf16 elements of a row's 32-element chunk from c32 that are in the
+// head dim (the rest of the padded dims read as 0).
+static inline __mmask32 head_chunk_mask(std::int64_t head_dim, std::int64_t c32) {
+  return head_dim - c32 >= 32 ? ~__mmask32(0) : (__mmask32(1) << (head_dim - c32)) - 1;
+}
+
+// Kᵀ tiles of one block: [dim / 32][4 quarters of 16 keys] tiles, row j = d
+// pair j of the chunk, element (key, pair) = 32 bits. Keys past n and
+// features past head_dim (dim: head_dim rounded up to 32) are zero.
+static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
+                                char* out) {
   for (std::int64_t c = 0; c < dim / 32; ++c)
     for (std::int64_t h = 0; h < 4; ++h) {
+      const __mmask32 features = head_chunk_mask(head_dim, 32 * c);
       __m512 r[16];
       for (std::int64_t i = 0; i < 16; ++i) {
         const std::int64_t key = 16 * h + i;
-        r[i] = key < n ? _mm512_loadu_ps(static_cast<const std::uint16_t*>(rows.k[key]) + 32 * c) : _mm512_setzero_ps();
+        r[i] = key < n ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(features, static_cast<const std::uint16_t*>(rows.k[key]) + 32 * c))
+                       : _mm512_setzero_ps();
       }
       transpose16x16(r);
       char* tile = out + (4 * c + h) * kTileBytes;
@@ -31,16 +41,18 @@ static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t
     }
 }
 
-// V tiles of one block: [2 steps of 32 keys][D / 32][2 halves of 16 columns]
-// tiles, row j = keys (2j, 2j + 1) of the step, element (column, key parity)
-// = 16 bits. Keys past n are zero.
-static inline void pack_v_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t dim, char* out) {
+// V tiles of one block: [2 steps of 32 keys][dim / 32][2 halves of 16
+// columns] tiles, row j = keys (2j, 2j + 1) of the step, element (column,
+// key parity) = 16 bits. Keys past n and columns past head_dim are zero.
+static inline void pack_v_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
+                                char* out) {
   for (std::int64_t j = 0; j < kBf16FlashKeys / 2; ++j) {
     const auto* even = 2 * j < n ? static_cast<const std::uint16_t*>(rows.v[2 * j]) : nullptr;
     const auto* odd = 2 * j + 1 < n ? static_cast<const std::uint16_t*>(rows.v[2 * j + 1]) : nullptr;
     for (std::int64_t col = 0; col < dim; col += 16) {
-      const __m512i e = even ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(even + col))) : _mm512_setzero_si512();
-      const __m512i o = odd ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd + col))) : _mm512_setzero_si512();
+      const __mmask16 cols = tail_mask(std::max<std::int64_t>(0, head_dim - col));
+      const __m512i e = even ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cols, even + col)) : _mm512_setzero_si512();
+      const __m512i o = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cols, odd + col)) : _mm512_setzero_si512();
       // Tile (step, chunk, half): step j / 16, (chunk, half) = col / 16.
       char* tile = out + ((j / 16) * (dim / 16) + col / 16) * kTileBytes;
       _mm512_store_si512(tile + 64 * (j % 16), _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
@@ -53,10 +65,11 @@ namespace {
 // One unit's rows (rows_pad: whole groups, zero-padded) through the blocks
 // of keys [t0, t_end): q (bf16, unscaled), the f32 sums o, m, l and alpha;
 // per group its scores (f32, [32][64]) and P (bf16, [32][64]); the block's
-// packed K and V tiles.
+// packed K and V tiles. Rows of q, o and the tiles span dim, the head dim
+// rounded up to 32 with zero features.
 struct Bf16FlashRows {
   const AttentionArgs& a;
-  std::int64_t dim, rows, group, t_end, rows_pad;
+  std::int64_t head_dim, dim, rows, group, t_end, rows_pad;
   std::uint16_t* q;
   float *o, *m, *l, *alpha;
   float* s_buf[2];  // two groups' scores (the AMX kernel overlaps them)
@@ -67,7 +80,7 @@ struct Bf16FlashRows {
   alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
 
   Bf16FlashRows(const AttentionArgs& args, std::int64_t t1)
-      : a(args), dim(args.head_dim), rows(args.rows), group(args.group) {
+      : a(args), head_dim(args.head_dim), dim((args.head_dim + 31) / 32 * 32), rows(args.rows), group(args.group) {
     const std::int64_t positions = (rows + group - 1) / group;
     t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
     rows_pad = (std::max<std::int64_t>(rows, 1) + kBf16FlashGroup - 1) / kBf16FlashGroup * kBf16FlashGroup;
@@ -88,7 +101,8 @@ struct Bf16FlashRows {
       auto* qr = q + r * dim;
       if (r < rows) {
         const auto* src = static_cast<const std::uint16_t*>(a.q) + (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride;
-        std::copy(src, src + dim, qr);
+        std::copy(src, src + head_dim, qr);
+        std::fill(qr + head_dim, qr + dim, std::uint16_t(0));
       } else {
         std::fill(qr, qr + dim, std::uint16_t(0));
       }
@@ -104,10 +118,10 @@ struct Bf16FlashRows {
     const KvSource& kv = a.kv;
     gather_rows(kv, tb, n, block);
     const std::int64_t next = std::min(kBf16FlashKeys, t_end - tb - kBf16FlashKeys);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kBf16FlashKeys, next, dim * 2);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kBf16FlashKeys, next, dim * 2);
-    pack_k_tiles(block, n, dim, kp);
-    pack_v_tiles(block, n, dim, vp);
+    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kBf16FlashKeys, next, head_dim * 2);
+    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kBf16FlashKeys, next, head_dim * 2);
+    pack_k_tiles(block, n, head_dim, dim, kp);
+    pack_v_tiles(block, n, head_dim, dim, vp);
   }
 
   // The first group that sees some of the block's keys: causal, a group

@@ -96,7 +96,7 @@ void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int6
       }
     }
   }
-  finish_rows(a, out, rs.o, a.head_dim, rs.m, rs.l);
+  finish_rows(a, out, rs.o, dim, rs.m, rs.l);
 }
 
 }  // namespace tessera::kernels::avx512_bf16
