@@ -22,10 +22,11 @@ struct Tolerance {
 //   f16:  atol 2e-3 * sqrt(reduction), rtol 2e-3 — 2 ulps of f16 (2^-10 relative spacing).
 //   bf16: atol 1e-2 * sqrt(reduction), rtol 1e-2 — 2 ulps of bf16 (2^-7 relative spacing).
 // A result computed through bf16 operands is held to the bf16 tolerance even
-// when stored as f32: matmuls with bf16 or int8 / int4 weights on AMX round
-// their operands to bf16 on the way into the tiles, and int4 weights below
-// M = 16 take the activations quantized to int16 per token (finer than bf16
-// unless a row's largest value is 256x its RMS). W8A8 / W4A8 (int8 activations) are
+// when stored as f32: matmuls with bf16 or int8 / int4 weights on AMX (and,
+// where AMX is absent, on AVX512-BF16 dot products) round their operands to
+// bf16 on the way into the products, and int4 weights below M = 16 (below 32
+// where AMX is absent) take the activations quantized to int16 per token
+// (finer than bf16 unless a row's largest value is 256x its RMS). W8A8 / W4A8 (int8 activations) are
 // exact in i32 and then scaled in f32: f32 tolerance against a reference that
 // rounds the activations to int8 the same way.
 Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);
