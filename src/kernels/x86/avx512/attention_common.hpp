@@ -153,11 +153,17 @@ struct Prefetcher {
 };
 }  // namespace
 
+// The end of the keys up to t1 that any of the unit's rows sees: causal,
+// keys past the last row's limit are never visible.
+static inline std::int64_t visible_keys_end(const AttentionArgs& a, std::int64_t t1) {
+  const std::int64_t positions = (a.rows + a.group - 1) / a.group;
+  return a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+}
+
 // The rows' views for keys up to t1 (q rows and the output go by the same
 // position and head); returns the end of the keys any row sees.
 static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
-  const std::int64_t positions = (a.rows + a.group - 1) / a.group;
-  const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+  const std::int64_t t_end = visible_keys_end(a, t1);
   for (std::int64_t r = 0; r < a.rows; ++r) {
     const std::int64_t pos = r / a.group;
     view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;

@@ -115,9 +115,7 @@ static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64
 
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   const std::int64_t head_dim = a.head_dim, dim = (head_dim + 15) / 16 * 16, rows = a.rows, group = a.group;
-  const std::int64_t positions = (rows + group - 1) / group;
-  // Keys past the last row's causal limit are never visible.
-  const std::int64_t t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+  const std::int64_t t_end = visible_keys_end(a, t1);
 
   // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha.
   float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + kKeys + 3)));

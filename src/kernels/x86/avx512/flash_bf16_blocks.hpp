@@ -15,12 +15,6 @@ constexpr std::int64_t kBf16FlashKeys = 64;   // keys per block
 constexpr std::int64_t kBf16FlashGroup = 32;  // rows per group
 constexpr std::int64_t kTileBytes = 1024;
 
-// The bf16 elements of a row's 32-element chunk from c32 that are in the
-// head dim (the rest of the padded dims read as 0).
-static inline __mmask32 head_chunk_mask(std::int64_t head_dim, std::int64_t c32) {
-  return head_dim - c32 >= 32 ? ~__mmask32(0) : (__mmask32(1) << (head_dim - c32)) - 1;
-}
-
 // Kᵀ tiles of one block: [dim / 32][4 quarters of 16 keys] tiles, row j = d
 // pair j of the chunk, element (key, pair) = 32 bits. Keys past n and
 // features past head_dim (dim: head_dim rounded up to 32) are zero.
@@ -28,7 +22,7 @@ static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t
                                 char* out) {
   for (std::int64_t c = 0; c < dim / 32; ++c)
     for (std::int64_t h = 0; h < 4; ++h) {
-      const __mmask32 features = head_chunk_mask(head_dim, 32 * c);
+      const __mmask32 features = tail_mask32(head_dim - 32 * c);  // the padded dims read as 0
       __m512 r[16];
       for (std::int64_t i = 0; i < 16; ++i) {
         const std::int64_t key = 16 * h + i;
@@ -81,8 +75,7 @@ struct Bf16FlashRows {
 
   Bf16FlashRows(const AttentionArgs& args, std::int64_t t1)
       : a(args), head_dim(args.head_dim), dim((args.head_dim + 31) / 32 * 32), rows(args.rows), group(args.group) {
-    const std::int64_t positions = (rows + group - 1) / group;
-    t_end = a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+    t_end = visible_keys_end(a, t1);
     rows_pad = (std::max<std::int64_t>(rows, 1) + kBf16FlashGroup - 1) / kBf16FlashGroup * kBf16FlashGroup;
     const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kBf16FlashGroup * kBf16FlashKeys * (2 * 4 + 2);
     char* base = static_cast<char*>(thread_scratch(ScratchSlot::a_panel, state));

@@ -34,6 +34,14 @@ namespace tessera::kernels::avx512 {
 
 constexpr std::int64_t kBlockedMr = 14;  // rows of C per micro-tile: 28 accumulators + 2 B registers of 32
 
+// B in a tile layout (packed_weights.hpp: bf16 pairs, int8 quads): 16 units
+// per 2 KiB tile, a unit's two 16-column halves 1 KiB apart. The traits of
+// the bf16 and int8 kernels derive from it.
+struct TileLayoutB {
+  static constexpr std::int64_t kHalfBytes = 1024;
+  static const char* b_row(const char* panel, std::int64_t u) { return panel + (u >> 4) * 2048 + (u & 15) * 64; }
+};
+
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, units] x B[units, 0:32].
 // A is a packed unit-major sliver ([unit][lda], lda >= MR), B a panel slice:
 // two sequential streams, one pointer each.

@@ -98,7 +98,7 @@ static void transpose_to_16bit_lines(const ReorderArgs& a, X xt, Y yt, Raw raw) 
     const __mmask16 col_mask = tail_mask(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 32) {
       const std::int64_t nr = min(32, a.rows - r0);
-      const __mmask32 row_mask = nr == 32 ? ~__mmask32(0) : (__mmask32(1) << nr) - 1;
+      const __mmask32 row_mask = tail_mask32(nr);
       __m512 lo[16], hi[16];
       load_tile(a, xt, raw, r0, c0, min(16, nr), col_mask, lo);
       load_tile(a, xt, raw, r0 + 16, c0, nr - 16, col_mask, hi);

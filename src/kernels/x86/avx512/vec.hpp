@@ -31,6 +31,8 @@ static inline void prefetch_ahead(const char* p, std::int64_t bytes) {
 }
 
 static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
+// The same for 32 lanes of 16 bits (0 <= n).
+static inline __mmask32 tail_mask32(std::int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
 // Loads n <= 16 elements (masked) of a float storage type as f32.
 static inline __m512 load16(const void* p, DType t, __mmask16 m) {

@@ -11,10 +11,9 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 // of a tile holds the pairs (k, k+1) of 16 columns, one 32-bit broadcast of
 // A's pair multiplies all of them; 16 pairs per tile, the two column halves
 // 1 KiB apart.
-struct Bf16Traits {
-  static constexpr std::int64_t kUnitK = 2, kKGrain = kBf16KStep, kHalfBytes = 1024;
+struct Bf16Traits : TileLayoutB {
+  static constexpr std::int64_t kUnitK = 2, kKGrain = kBf16KStep;
 
-  static const char* b_row(const char* panel, std::int64_t u) { return panel + (u >> 4) * 2048 + (u & 15) * 64; }
   static __m512 dot(__m512 acc, float a, __m512 b) {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_ps(a), (__m512bh)b);
   }
@@ -26,8 +25,7 @@ struct Bf16Traits {
     if (p.a_dtype == DType::bf16 && p.a_col_stride == 1) {
       return pack_a_units<2>(m0, m1, kc, dst, mr, [&](std::int64_t m, std::int64_t k) {
         prefetch_a_row(p, m, k0 + k);
-        const __mmask32 valid = kc - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (kc - k)) - 1;
-        return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(valid, static_cast<const std::uint16_t*>(p.a) + m * p.a_row_stride + k0 + k));
+        return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(tail_mask32(kc - k), static_cast<const std::uint16_t*>(p.a) + m * p.a_row_stride + k0 + k));
       });
     }
     pack_a_units<2>(m0, m1, kc, dst, mr, [&](std::int64_t m, std::int64_t k) {

@@ -12,12 +12,11 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 // apart. A's int8 steps are offset by +128 to be unsigned, and the offset
 // is taken back with the column sums of each panel slice (128 x sum),
 // computed once per slice for all the task's micro-tiles.
-struct Int8Traits {
-  static constexpr std::int64_t kUnitK = 4, kKGrain = kI8KStep, kHalfBytes = 1024;
+struct Int8Traits : TileLayoutB {
+  static constexpr std::int64_t kUnitK = 4, kKGrain = kI8KStep;
 
   __m512i offset[2];
 
-  static const char* b_row(const char* panel, std::int64_t u) { return panel + (u >> 4) * 2048 + (u & 15) * 64; }
   static __m512 dot(__m512 acc, float a, __m512 b) {
     return _mm512_castsi512_ps(_mm512_dpbusd_epi32(_mm512_castps_si512(acc), _mm512_castps_si512(_mm512_set1_ps(a)), _mm512_castps_si512(b)));
   }
