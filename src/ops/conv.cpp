@@ -363,7 +363,11 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   ConvPlan::Spec spec{.io = std::move(io)};
   const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group();
   spec.k = kh * kw * cig;
+  // The gathered rows are the GEMM's A, read in place where a micro-tile's
+  // rows spread over L1 (C 1280: 11520 f32 a row, 1 KiB short of a multiple
+  // of 4 KiB, spread with 16 more).
   spec.ld = kernels::round_up(spec.k, 16);
+  while (!kernels::rows_spread_in_l1(spec.ld * std::int64_t(bytes_of(x.dtype)))) spec.ld += 16;
   const std::optional<std::int64_t> x_pixel = pixel_stride(x);
   spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
                 attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();

@@ -43,6 +43,21 @@ TEST_P(MatmulTest, Bf16AndF16) {
   }
 }
 
+// The blocked kernels read A's rows in place unless a micro-tile's rows
+// would share sets of L1 (rows a multiple of 4 KiB apart, or 1 and 2 KiB):
+// both ways, f32 and bf16, from whole rows and from a slice of wider ones.
+TEST_P(MatmulTest, ARowsInPlaceOrPacked) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (std::int64_t k : {1000, 1024, 2048}) {
+      SCOPED_TRACE(fmt::format("{} k={}", to_string(dt), k));
+      const Tensor b = random_tensor(dt, {k, 70}, 15);
+      check(random_tensor(dt, {40, k}, 14), b, {40, 70}, DType::f32);
+      const Tensor wide = random_tensor(dt, {40, k + 24}, 16);
+      check(*wide.slice(1, 0, k), b, {40, 70}, DType::f32);
+    }
+  }
+}
+
 TEST_P(MatmulTest, ZeroK) {
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor c = random_tensor(DType::f32, {5, 40}, 9);

@@ -12,6 +12,7 @@
 //   static __m512 dot(__m512 acc, float a_unit, __m512 b);  // acc += a_unit x 16 columns
 //                                              // (integer sums: their bits, in float vectors)
 //   void pack_a(p, m0, m1, k0, kc, float* dst, mr);        // pack_a_units' layout
+//   static const char* a_in_place(p);          // A's units as stored, or nullptr (then packed)
 //   const char* b_panel(p, n, n_end, k0, kc, char* buf);   // a slice of B's panel (in place or in buf)
 //   void panel_ready(const char* panel, units);             // after b_panel (W8A8: column sums)
 //   __m512 finish(__m512 acc, int half);       // before a micro-tile stores its sums
@@ -43,9 +44,9 @@ struct TileLayoutB {
 };
 
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, units] x B[units, 0:32].
-// A is a packed unit-major sliver ([unit][lda], lda >= MR), B a panel slice:
-// two sequential streams, one pointer each.
-template <class Traits, int MR>
+// A is either a packed unit-major sliver ([unit][lda], lda >= MR) or, with
+// RowsA, MR rows lda units apart; B is a panel slice, one sequential stream.
+template <class Traits, int MR, bool RowsA>
 void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, std::int64_t lda, const char* b, float* part,
                         std::int64_t ldp, bool first, const char* prefetch, std::int64_t prefetch_bytes, bool prefetch_l2) {
   __m512 acc[2 * MR];
@@ -54,13 +55,23 @@ void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, st
     acc[2 * i] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp);
     acc[2 * i + 1] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + i * ldp + 16);
   }
+  // Rows of A in place: five base pointers, each serving three rows as
+  // base, base + L and base + 2 L (an index register scaled by 1 or 2), so
+  // the 14 broadcasts need 6 registers, not 14.
+  const std::int64_t row_bytes = lda * 4;
+  const char* base[5];
+  for (int j = 0; j < 5; ++j) base[j] = reinterpret_cast<const char*>(a) + 3 * j * row_bytes;
+  auto a_unit = [&](int i, std::int64_t u) {
+    if constexpr (RowsA) return *reinterpret_cast<const float*>(base[i / 3] + (i % 3) * row_bytes + u * 4);
+    else return a[u * lda + i];
+  };
   auto step = [&](std::int64_t u) {
     const char* row = Traits::b_row(b, u);
     const __m512 b0 = _mm512_load_ps(reinterpret_cast<const float*>(row));
     const __m512 b1 = _mm512_load_ps(reinterpret_cast<const float*>(row + Traits::kHalfBytes));
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const float av = a[u * lda + i];
+      const float av = a_unit(i, u);
       acc[2 * i] = Traits::dot(acc[2 * i], av, b0);
       acc[2 * i + 1] = Traits::dot(acc[2 * i + 1], av, b1);
     }
@@ -90,9 +101,9 @@ template <class Traits>
 using BlockedMicroTile = void (*)(const Traits&, std::int64_t, const float*, std::int64_t, const char*, float*, std::int64_t,
                                   bool, const char*, std::int64_t, bool);
 
-template <class Traits, int... MR>
+template <class Traits, bool RowsA, int... MR>
 constexpr auto blocked_micro_tiles(std::integer_sequence<int, MR...>) {
-  return std::array<BlockedMicroTile<Traits>, sizeof...(MR)>{blocked_micro_tile<Traits, MR>...};
+  return std::array<BlockedMicroTile<Traits>, sizeof...(MR)>{blocked_micro_tile<Traits, MR, RowsA>...};
 }
 
 // Blocked GEMM for one tile of C: K in slices of t.k_block (rounded to the
@@ -106,17 +117,21 @@ template <class Traits>
 static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
                          std::int64_t n0, std::int64_t n1) {
   constexpr std::int64_t uk = Traits::kUnitK, grain = Traits::kKGrain, kRowBytes = 2 * 64;  // B bytes per unit
-  static constexpr auto kMicroTiles = blocked_micro_tiles<Traits>(std::make_integer_sequence<int, kBlockedMr + 1>());
+  static constexpr auto kPackedTiles = blocked_micro_tiles<Traits, false>(std::make_integer_sequence<int, kBlockedMr + 1>());
+  static constexpr auto kRowTiles = blocked_micro_tiles<Traits, true>(std::make_integer_sequence<int, kBlockedMr + 1>());
   const std::int64_t rows = m1 - m0, kb = round_up(std::max<std::int64_t>(1, std::min(t.k_block, p.k)), grain);
   const std::int64_t slivers = (rows + kBlockedMr - 1) / kBlockedMr, mr_max = (rows + slivers - 1) / slivers;
   const std::int64_t ldp = round_up(n1 - n0, kPanelCols), kb_units = kb / uk;
-  auto* a_pack = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(slivers * mr_max * kb_units) * 4));
+  const char* a_rows = Traits::a_in_place(p);  // row m's unit u at a_rows + (m * a_row_stride + u * uk) * elem
+  const std::int64_t a_elem = a_rows ? std::int64_t(bytes_of(p.a_dtype)) : 0, a_units_per_row = a_rows ? p.a_row_stride / uk : 0;
+  const auto& micro_tiles = a_rows ? kRowTiles : kPackedTiles;
+  auto* a_pack = a_rows ? nullptr : static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(slivers * mr_max * kb_units) * 4));
   auto* b_buf = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb_units * kRowBytes)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
   if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
   for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
     const std::int64_t kc = std::min(kb, p.k - k0), units = (kc + uk - 1) / uk;
-    tr.pack_a(p, m0, m1, k0, kc, a_pack, mr_max);
+    if (!a_rows) tr.pack_a(p, m0, m1, k0, kc, a_pack, mr_max);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
       tr.panel_ready(panel, units);
@@ -145,7 +160,8 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
         const std::int64_t mr = std::min(mr_max, m1 - m);
         float* tile = part + (m - m0) * ldp + (n - n0);
         if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
-        kMicroTiles[mr](tr, units, a_pack + (m - m0) * units, mr_max, panel, tile, ldp, k0 == 0, next + s * share,
+        const float* a = a_rows ? reinterpret_cast<const float*>(a_rows + (m * p.a_row_stride + k0) * a_elem) : a_pack + (m - m0) * units;
+        micro_tiles[mr](tr, units, a, a_rows ? a_units_per_row : mr_max, panel, tile, ldp, k0 == 0, next + s * share,
                         s < shares ? share : 0, next_l2);
         if (k0 + kc == p.k) tr.epilogue(p, tile, ldp, mr, m, n, n1);
       }

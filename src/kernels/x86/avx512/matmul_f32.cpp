@@ -18,6 +18,10 @@ struct F32Traits {
                              char* buf) {
     return reinterpret_cast<const char*>(b_panel_f32(p, n, n_end, k0, kc, reinterpret_cast<float*>(buf)));
   }
+  static const char* a_in_place(const MatmulArgs& p) {
+    const bool rows = p.a_dtype == DType::f32 && p.a_col_stride == 1 && !p.a_q && rows_spread_in_l1(p.a_row_stride * 4);
+    return rows ? static_cast<const char*>(p.a) : nullptr;
+  }
   static void panel_ready(const char*, std::int64_t) {}
   static __m512 finish(__m512 acc, int) { return acc; }
   static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,

@@ -39,6 +39,11 @@ struct Bf16Traits : TileLayoutB {
                              char* buf) {
     return reinterpret_cast<const char*>(bf16_tiles_of(p, n, n_end, k0, kc, reinterpret_cast<std::uint16_t*>(buf)));
   }
+  static const char* a_in_place(const MatmulArgs& p) {
+    const bool rows = p.a_dtype == DType::bf16 && p.a_col_stride == 1 && p.k % 2 == 0 && p.a_row_stride % 2 == 0 &&
+                      rows_spread_in_l1(p.a_row_stride * 2);
+    return rows ? static_cast<const char*>(p.a) : nullptr;
+  }
   static void panel_ready(const char*, std::int64_t) {}
   static __m512 finish(__m512 acc, int) { return acc; }
   static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,

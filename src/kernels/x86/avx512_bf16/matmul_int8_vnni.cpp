@@ -29,6 +29,7 @@ struct Int8Traits : TileLayoutB {
       return _mm512_castsi512_ps(_mm512_xor_si512(q, _mm512_set1_epi8(char(0x80))));
     });
   }
+  static const char* a_in_place(const MatmulArgs&) { return nullptr; }
   static const char* b_panel(const MatmulArgs& p, std::int64_t n, std::int64_t, std::int64_t k0, std::int64_t, char*) {
     const PackedB& b = *p.packed;
     return static_cast<const char*>(b.values) + (n / kPanelCols) * padded_k(DType::i8, b.k) * kPanelCols + k0 * kPanelCols;
