@@ -83,8 +83,8 @@ static void score_rows(const std::int8_t* q8, std::int64_t stride, const void* c
     __m512i acc[R][4];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_si512();
-    for (int v = 0; v < DQ; ++v)
-      for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 4; ++j)  // key after key, as the f32 scores (attention_decode.cpp)
+      for (int v = 0; v < DQ; ++v) {
         const __m512i k = _mm512_xor_si512(_mm512_loadu_si512(static_cast<const char*>(krow[4 * g + j]) + 64 * v), flip);
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], k, qv[i][v]);
       }
