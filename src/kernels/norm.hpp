@@ -69,5 +69,6 @@ std::span<const KernelRow<NormFamily>> rows(NormFamily);
 namespace ref { void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx2 { void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx512 { void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx512_bf16 { void norm(const NormArgs& a, std::int64_t r0, std::int64_t r1); }
 
 }  // namespace tessera::kernels

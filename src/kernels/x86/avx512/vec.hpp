@@ -175,6 +175,29 @@ static inline void put32(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
   else _mm512_storeu_si512(p, h);
 }
 
+// Stores 32 elements as put32 does and returns them as stored, as f32 (r0:
+// the first 16, r1: the next), as store16_rounded does for 16.
+static inline void store32_rounded(void* p, DType t, __m512 v0, __m512 v1, bool stream, __m512& r0, __m512& r1) {
+  if (t == DType::f32) {
+    put32(p, t, v0, v1, stream);
+    r0 = v0, r1 = v1;
+    return;
+  }
+  const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
+                                     : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                                          _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
+  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
+  else _mm512_storeu_si512(p, h);
+  const __m256i lo = _mm512_castsi512_si256(h), hi = _mm512_extracti64x4_epi64(h, 1);
+  if (t == DType::bf16) {
+    r0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lo), 16));
+    r1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+  } else {
+    r0 = _mm512_cvtph_ps(lo);
+    r1 = _mm512_cvtph_ps(hi);
+  }
+}
+
 // v's 16 lanes added into f64 accumulators (lo: lanes 0-7, hi: 8-15), for
 // sums that f32 would round.
 static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {

@@ -1,0 +1,224 @@
+#pragma once
+// The AVX-512 row normalizations (RMSNorm, LayerNorm, with a residual or
+// not), built at two levels: avx512 (every type) and avx512_bf16 (bf16 y,
+// whose roundings are one instruction there). Static functions only (see
+// vec.hpp).
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/norm.hpp"
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx512/vec.hpp"
+
+namespace tessera::kernels::avx512 {
+
+// Two passes over each row (its moments, then the output): a row of a
+// transformer (<= 16 KiB in f32) stays in L1 between them, so each byte of
+// memory is touched once. Moments add up in f64, so rows with |v| beyond
+// 1.8e19 (whose f32 squares overflow) still work, and E[v^2] - mean^2 keeps
+// the precision f32 inputs have.
+
+// v as a store to dtype t and a load back would give it.
+static inline __m512 rounded(__m512 v, DType t) {
+  switch (t) {
+    case DType::bf16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16(v)), 16));
+    case DType::f16: return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    default: return v;
+  }
+}
+
+// Adds v squared into f64 accumulators (add_f64's counterpart).
+static inline void add_square_f64(__m512 v, __m512d& lo, __m512d& hi) {
+  const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), b = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+  lo = _mm512_fmadd_pd(a, a, lo);
+  hi = _mm512_fmadd_pd(b, b, hi);
+}
+
+// The f64 sum and sum of squares of chunk(c, mask) over the row's 16-column
+// chunks, two chunks per step so the adds' latency does not bound the pass.
+// kSum false: the squares only. Masked-off lanes must be 0.
+struct Moments {
+  double sum, squares;
+};
+template <bool kSum, class Chunk>
+static inline Moments row_moments(std::int64_t n, Chunk&& chunk) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+  std::int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    const __m512 u = chunk(c, __mmask16(0xffff)), w = chunk(c + 16, __mmask16(0xffff));
+    if constexpr (kSum) add_f64(u, s0, s1), add_f64(w, s2, s3);
+    add_square_f64(u, q0, q1);
+    add_square_f64(w, q2, q3);
+  }
+  for (; c < n; c += 16) {
+    const __m512 u = chunk(c, tail_mask(n - c));
+    if constexpr (kSum) add_f64(u, s0, s1);
+    add_square_f64(u, q0, q1);
+  }
+  const auto total = [](__m512d a, __m512d b, __m512d c, __m512d d) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a, b), _mm512_add_pd(c, d)));
+  };
+  return {kSum ? total(s0, s1, s2, s3) : 0.0, total(q0, q1, q2, q3)};
+}
+
+// The moments of d = chunk - shift, added up in f32 over blocks of 512
+// columns (32 terms per lane) and then in f64: the conversions to f64, which
+// cost more than the rest of the pass, happen once per block. The shift, a
+// value of the row, keeps E[d^2] - E[d]^2 free of cancellation. Squares past
+// the f32 range come out as Inf; the caller then takes row_moments. Whole
+// steps of 32 columns come from pair(c, u, w) (columns c and c + 16), the
+// tail from chunk.
+template <bool kSum, class Pair, class Chunk>
+static inline Moments row_moments_f32(std::int64_t n, float shift, Pair&& pair, Chunk&& chunk) {
+  const __m512 s16 = _mm512_set1_ps(shift);
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+  for (std::int64_t c = 0; c < n;) {
+    __m512 ps = _mm512_setzero_ps(), ps2 = ps, pq = ps, pq2 = ps;
+    const std::int64_t end = n - c > 512 ? c + 512 : n;
+    for (; c + 32 <= end; c += 32) {
+      __m512 u, w;
+      pair(c, u, w);
+      u = _mm512_sub_ps(u, s16);
+      w = _mm512_sub_ps(w, s16);
+      if constexpr (kSum) ps = _mm512_add_ps(ps, u), ps2 = _mm512_add_ps(ps2, w);
+      pq = _mm512_fmadd_ps(u, u, pq);
+      pq2 = _mm512_fmadd_ps(w, w, pq2);
+    }
+    for (; c < end; c += 16) {
+      const __mmask16 m = tail_mask(end - c);
+      const __m512 u = _mm512_maskz_sub_ps(m, chunk(c, m), s16);  // masked lanes add nothing
+      if constexpr (kSum) ps = _mm512_add_ps(ps, u);
+      pq = _mm512_fmadd_ps(u, u, pq);
+    }
+    if constexpr (kSum) add_f64(_mm512_add_ps(ps, ps2), s0, s1);
+    add_f64(_mm512_add_ps(pq, pq2), q0, q1);
+  }
+  return {kSum ? _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) : 0.0, _mm512_reduce_add_pd(_mm512_add_pd(q0, q1))};
+}
+
+// gamma or beta as n f32 values for a task's rows: in place when stored as
+// f32, else converted once into this thread's scratch (absent: n copies of
+// `absent`), so that the output loop has one load and no branch per vector.
+static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot) {
+  if (p && t == DType::f32) return static_cast<const float*>(p);
+  auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
+  for (std::int64_t c = 0; c < n; c += 16) {
+    const __mmask16 m = tail_mask(n - c);
+    _mm512_mask_storeu_ps(out + c, m, p ? load16(advance(p, t, c), t, m) : _mm512_set1_ps(absent));
+  }
+  return out;
+}
+
+// The rows for storage types known at compile time (X: x; V: the row
+// normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
+// locals: see unary_rows.hpp. One pass over memory computes v (and stores the sum)
+// with its moments in f64; the output pass reads v back from L1: x's row or
+// the sum's. Past the L3 the sum is streamed, as y is, and also kept in a
+// row buffer as f32 for the output pass (read back from memory, a streamed
+// sum would cost a DRAM read): an unstreamed sum cost a read for ownership,
+// which made AddRmsNorm no faster than its unfused parts.
+template <class X, class V, class Y>
+static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t n = a.cols, xs = bytes_of(xt), vs = bytes_of(vt), ys = bytes_of(yt);
+  const DType rt = a.residual_dtype;
+  const std::int64_t rs = bytes_of(rt);
+  const bool layer = a.kind == NormKind::layer;
+  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
+  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
+  const float eps = a.eps;
+  const bool buffered = a.residual && a.stream_y;
+  float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
+    // The row normalized: x + residual, rounded to sum's dtype and stored
+    // there (the first pass; sum may be the very view of x or residual), or x.
+    const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
+    char* sum = a.residual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
+    const auto added = [&](std::int64_t c, __mmask16 m) {
+      return _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m));
+    };
+    const auto value = [&](std::int64_t c, __mmask16 m) { return res ? rounded(added(c, m), vt) : load16(x + c * xs, xt, m); };
+    const auto first_pass = [&](std::int64_t c, __mmask16 m) {
+      if (!res) return load16(x + c * xs, xt, m);
+      const __m512 s = store16_rounded(sum + c * vs, vt, added(c, m), m, buffered);
+      if (buffered) _mm512_mask_store_ps(vbuf + c, m, s);
+      return s;
+    };
+    // 32 columns: a 16-bit sum goes out as one 64-byte line (a streamed half
+    // line stalled the write-combining buffers: AddRmsNorm was slower than
+    // its unfused parts).
+    const auto first_pair = [&](std::int64_t c, __m512& u, __m512& w) {
+      if (!res) {
+        u = load16(x + c * xs, xt, 0xffff), w = load16(x + (c + 16) * xs, xt, 0xffff);
+        return;
+      }
+      store32_rounded(sum + c * vs, vt, added(c, 0xffff), added(c + 16, 0xffff), buffered, u, w);
+      if (buffered) _mm512_store_ps(vbuf + c, u), _mm512_store_ps(vbuf + c + 16, w);
+    };
+    // Layer norm centres on the row's first value; RMS needs the raw squares.
+    const float shift = layer ? _mm512_cvtss_f32(value(0, 1)) : 0.0f;
+    Moments mo = layer ? row_moments_f32<true>(n, shift, first_pair, first_pass) : row_moments_f32<false>(n, 0.0f, first_pair, first_pass);
+    double offset = shift;
+    if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): again in f64, from v as stored
+      const auto stored = [&](std::int64_t c, __mmask16 m) {
+        return buffered ? _mm512_maskz_load_ps(m, vbuf + c) : res ? load16(sum + c * vs, vt, m) : load16(x + c * xs, xt, m);
+      };
+      mo = layer ? row_moments<true>(n, stored) : row_moments<false>(n, stored);
+      offset = 0.0;
+    }
+    const double d_mean = layer ? mo.sum / double(n) : 0.0;
+    const double mean = layer ? offset + d_mean : 0.0;
+    // E[d^2] - E[d]^2 in f64, clamped at 0.
+    const double var = std::max(0.0, mo.squares / double(n) - d_mean * d_mean);
+    const __m512 mean16 = _mm512_set1_ps(float(mean)), inv = _mm512_set1_ps(float(inv_std(var, eps)));
+    // The next row's x (and residual) is fetched while this one's output is
+    // written: rows are far apart, and a row start is where the hardware
+    // prefetcher stalls. Into L2: into L1 (32 KiB on AMD EPYC Zen 4) the
+    // next rows evicted this one's (AddRmsNorm bf16, 4096 columns: 10 %
+    // slower). The last row fetches itself again (cached: cheap), so the
+    // loop tests nothing.
+    const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : x;
+    const char* res_next = res ? (r + 1 < r1 ? res + a.residual_row_stride * rs : res) : x_next;
+    // Compiled per (beta, streaming stores, v's source), so the loop tests
+    // none. 32 columns a step: 16-bit y goes out as whole 64-byte lines
+    // (put32), and the next rows are fetched a line at a time.
+    const auto output = [&](auto with_beta, auto stream, const char* v, auto vt) {
+      const auto out16 = [&](std::int64_t c, __mmask16 m) {
+        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * bytes_of(vt), vt, m), mean16), inv);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
+        return with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);
+      };
+      std::int64_t c = 0;
+      for (; c + 32 <= n; c += 32) {
+        for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x_next + c * xs + b, _MM_HINT_T1);
+        for (std::int64_t b = 0; b < 32 * rs; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
+        put32(y + c * ys, yt, out16(c, 0xffff), out16(c + 16, 0xffff), stream);
+      }
+      for (; c < n; c += 16) {
+        const __mmask16 m = tail_mask(n - c);
+        put16(y + c * ys, yt, out16(c, m), m, stream);
+      }
+    };
+    const auto output_from_v = [&](auto with_beta, auto stream) {
+      if constexpr (stream) {
+        if (buffered) return output(with_beta, stream, reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});
+      } else {
+        if (res) return output(with_beta, stream, sum, vt);
+      }
+      output(with_beta, stream, x, xt);
+    };
+    using On = std::true_type;
+    using Off = std::false_type;
+    if (beta) {
+      if (a.stream_y) output_from_v(On(), On());
+      else output_from_v(On(), Off());
+    } else {
+      if (a.stream_y) output_from_v(Off(), On());
+      else output_from_v(Off(), Off());
+    }
+  }
+  if (a.stream_y) _mm_sfence();
+}
+
+}  // namespace tessera::kernels::avx512
