@@ -4,6 +4,7 @@ namespace tessera::kernels {
 
 namespace {
 bool unit_stride(const GroupNormProblem& p) { return p.unit_stride; }
+bool bf16_output(const GroupNormProblem& p) { return p.unit_stride && p.y == DType::bf16; }
 ElementwiseTiling group_norm_tiling(const GroupNormProblem& p, const hw::Info& hw) {
   return elementwise_tiling(p.numel, p.bytes_per_element, hw);
 }
@@ -11,6 +12,8 @@ ElementwiseTiling group_norm_tiling(const GroupNormProblem& p, const hw::Info& h
 
 std::span<const KernelRow<GroupNormFamily>> rows(GroupNormFamily) {
   static const KernelRow<GroupNormFamily> kRows[] = {
+      {"group_norm_avx512_bf16", hw::Isa::avx512_bf16, bf16_output, group_norm_tiling,
+       {avx512_bf16::group_norm_run_stats, avx512_bf16::group_norm_column_stats, avx512_bf16::group_norm_apply}},
       {"group_norm_avx512", hw::Isa::avx512, unit_stride, group_norm_tiling,
        {avx512::group_norm_run_stats, avx512::group_norm_column_stats, avx512::group_norm_apply}},
       {"group_norm_avx2", hw::Isa::avx2, unit_stride, group_norm_tiling,

@@ -44,6 +44,7 @@ struct GroupNormProblem {
   std::int64_t numel;              // elements of x
   std::int64_t bytes_per_element;  // all x-shaped operands together
   bool unit_stride;                // every x-shaped operand has stride 1 along the lines
+  DType y;
 };
 
 struct GroupNormKernels {
@@ -78,5 +79,10 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums);
 void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch);
 void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c);
 }  // namespace avx512
+namespace avx512_bf16 {
+void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums);
+void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch);
+void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c);
+}  // namespace avx512_bf16
 
 }  // namespace tessera::kernels
