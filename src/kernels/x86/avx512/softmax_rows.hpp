@@ -130,13 +130,18 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
       return p;
     };
     // 32 per step: 16-bit y goes out as one 64-byte vector (put32), a whole
-    // line per streaming store. Every column visible from the buffer (the
-    // common case) takes a loop with no tests: the general one's were half
-    // the instructions of a bf16 row (AMD EPYC, Zen 4).
+    // line per streaming store. Every column visible (the common case):
+    // loops with no tests, from the buffer or, for log-softmax, the logits;
+    // the general loop's tests were half the instructions of a bf16 row
+    // (AMD EPYC, Zen 4).
     c = 0;
     if (buffered && visible == cols && !empty)
       for (; c + 32 <= cols; c += 32)
         put32(y + c * ys, yt, _mm512_mul_ps(_mm512_load_ps(exps + c), inv), _mm512_mul_ps(_mm512_load_ps(exps + c + 16), inv), a.stream_y);
+    if (log && visible == cols && !empty) {
+      const auto log_p = [&](std::int64_t c) { return _mm512_sub_ps(_mm512_sub_ps(row.logits(c, 0xffff), vm), log_sum); };
+      for (; c + 32 <= cols; c += 32) put32(y + c * ys, yt, log_p(c), log_p(c + 16), a.stream_y);
+    }
     for (; c + 32 <= cols; c += 32) put32(y + c * ys, yt, out16(c), out16(c + 16), a.stream_y);
     for (; c < cols; c += 16) {
       const __mmask16 m = tail_mask(cols - c);
