@@ -77,6 +77,11 @@ static void transpose(const ReorderArgs& a, X xt, Y yt, Raw raw) {
     const __mmask16 col_mask = tail_mask(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
       const std::int64_t nr = min(16, a.rows - r0);
+      // Streaming (past the L3), each row of x two micro-tiles ahead: its
+      // rows are pages apart (+10-20 %, f32 [5120, 4096], Zen 4).
+      if (stream && c0 + 32 < a.cols)
+        for (std::int64_t i = 0; i < nr; ++i)
+          _mm_prefetch(static_cast<const char*>(a.x) + ((r0 + i) * a.x_row_stride + c0 + 32) * bytes_of(xt), _MM_HINT_T0);
       __m512 t[16];
       load_tile(a, xt, raw, r0, c0, nr, col_mask, t);
       for (int j = 0; j < nc; ++j)
