@@ -159,6 +159,17 @@ static inline void copy_bytes(char* dst, const char* src, std::int64_t n, bool s
   for (; b < n; b += 64) masked(b, n - b);
 }
 
+// 32 elements of a 16-bit type t (bf16 or f16) stored as one 64-byte
+// vector (streamed when asked and aligned); returns the vector.
+static inline __m512i put32_16bit(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
+  const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
+                                     : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+                                                          _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
+  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
+  else _mm512_storeu_si512(p, h);
+  return h;
+}
+
 // Stores 32 elements (v0 then v1, no mask) as two put16 would. 16-bit types
 // go out as one 64-byte vector: a whole line when aligned, so a streaming
 // store leaves no half-written line in the write-combining buffers.
@@ -168,11 +179,7 @@ static inline void put32(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
     put16(static_cast<char*>(p) + 64, t, v1, 0xffff, stream);
     return;
   }
-  const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
-                                     : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
-                                                          _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
-  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
-  else _mm512_storeu_si512(p, h);
+  put32_16bit(p, t, v0, v1, stream);
 }
 
 // Stores 32 elements as put32 does and returns them as stored, as f32 (r0:
@@ -183,11 +190,7 @@ static inline void store32_rounded(void* p, DType t, __m512 v0, __m512 v1, bool 
     r0 = v0, r1 = v1;
     return;
   }
-  const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
-                                     : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
-                                                          _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
-  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
-  else _mm512_storeu_si512(p, h);
+  const __m512i h = put32_16bit(p, t, v0, v1, stream);
   const __m256i lo = _mm512_castsi512_si256(h), hi = _mm512_extracti64x4_epi64(h, 1);
   if (t == DType::bf16) {
     r0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lo), 16));
