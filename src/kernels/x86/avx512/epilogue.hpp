@@ -41,41 +41,45 @@ static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std
 }
 
 // Rows [m, m + rows) x columns [n, n + 32) of C (masked past n_end) from
-// their f32 accumulators: acc(i, h) for row i, columns n + 16 h on. With f32
-// bias, residual and C (the common case) the loop is compiled per activation
-// and reads the arguments from locals; epilogue16 switches on every dtype and
-// the activation per vector and, since a store to C may alias the arguments,
-// reloads them each time.
+// their f32 accumulators: acc(i, h) for row i, columns n + 16 h on. With C
+// f32 or bf16 and a residual of C's type (the common cases) the loop is
+// compiled per C type and activation and reads the arguments from locals;
+// epilogue16 switches on every dtype and the activation per vector and,
+// since a store to C may alias the arguments, reloads them each time (a
+// tenth of a bf16 1x1 conv, K 320, on an AMD EPYC Zen 4).
 template <class Acc>
 static inline void epilogue_rows32(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n,
                                    std::int64_t n_end, Acc&& acc) {
   const __mmask16 mask[2] = {tail_mask(n_end - n), tail_mask(std::max<std::int64_t>(0, n_end - n - 16))};
   const int halves = mask[1] ? 2 : 1;
   const EpilogueArgs e = a.ep;
-  const bool f32 = a.c_dtype == DType::f32 && (!e.bias || e.bias_dtype == DType::f32) &&
-                   (!e.residual || e.residual_dtype == DType::f32);
-  if (!f32) {
+  const bool compiled = (a.c_dtype == DType::f32 || a.c_dtype == DType::bf16) && (!e.residual || e.residual_dtype == a.c_dtype);
+  if (!compiled) {
     for (std::int64_t i = 0; i < rows; ++i)
       for (int h = 0; h < halves; ++h) epilogue16(a, acc(i, h), m + i, n + 16 * h, mask[h]);
     return;
   }
-  float* c = static_cast<float*>(a.c) + m * a.c_row_stride + n;
-  const std::int64_t ldc = a.c_row_stride, ldr = e.residual_row_stride;
-  const float* r = e.residual ? static_cast<const float*>(e.residual) + m * ldr + n : nullptr;
   const __m512 scale = _mm512_set1_ps(e.scale);
   __m512 bias[2];
   for (int h = 0; h < 2; ++h)
-    bias[h] = e.bias ? _mm512_maskz_loadu_ps(mask[h], static_cast<const float*>(e.bias) + n + 16 * h) : _mm512_setzero_ps();
-  dispatch_act(e.act, [&](auto act) {
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (int h = 0; h < halves; ++h) {
-        __m512 v = _mm512_mul_ps(acc(i, h), scale);  // then the bias: the rounding epilogue_value16 does
-        if (e.bias) v = _mm512_add_ps(v, bias[h]);
-        v = activate16(v, act);
-        if (r) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask[h], r + i * ldr + 16 * h));
-        _mm512_mask_storeu_ps(c + i * ldc + 16 * h, mask[h], v);
-      }
-  });
+    bias[h] = e.bias ? load16(advance(e.bias, e.bias_dtype, n + 16 * h), e.bias_dtype, mask[h]) : _mm512_setzero_ps();
+  const auto rows_of = [&](auto ct) {
+    const std::int64_t cs = bytes_of(ct), ldc = a.c_row_stride * cs, ldr = e.residual_row_stride * cs;
+    char* c = static_cast<char*>(a.c) + (m * a.c_row_stride + n) * cs;
+    const char* r = e.residual ? static_cast<const char*>(e.residual) + (m * e.residual_row_stride + n) * cs : nullptr;
+    dispatch_act(e.act, [&](auto act) {
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (int h = 0; h < halves; ++h) {
+          __m512 v = _mm512_mul_ps(acc(i, h), scale);  // then the bias: the rounding epilogue_value16 does
+          if (e.bias) v = _mm512_add_ps(v, bias[h]);
+          v = activate16(v, act);
+          if (r) v = _mm512_add_ps(v, load16(r + i * ldr + 16 * h * cs, ct, mask[h]));
+          store16(c + i * ldc + 16 * h * cs, ct, v, mask[h]);
+        }
+    });
+  };
+  if (a.c_dtype == DType::f32) rows_of(std::integral_constant<DType, DType::f32>());
+  else rows_of(std::integral_constant<DType, DType::bf16>());
 }
 
 // From an f32 tile with row stride `ld`.
