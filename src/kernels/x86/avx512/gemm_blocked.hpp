@@ -43,6 +43,26 @@ struct TileLayoutB {
   static const char* b_row(const char* panel, std::int64_t u) { return panel + (u >> 4) * 2048 + (u & 15) * 64; }
 };
 
+// A's rows as the micro-kernel reads them in place (a_in_place): A of
+// dtype t, its 32-bit units (unit_k elements each) contiguous and whole, no
+// W8A8 rounding, and a micro-tile's rows spread over L1 (rows_spread_in_l1).
+static inline const char* rows_of_units(const MatmulArgs& p, DType t, std::int64_t unit_k) {
+  const bool rows = p.a_dtype == t && p.a_col_stride == 1 && !p.a_q && p.k % unit_k == 0 && p.a_row_stride % unit_k == 0 &&
+                    rows_spread_in_l1(p.a_row_stride * std::int64_t(bytes_of(t)));
+  return rows ? static_cast<const char*>(p.a) : nullptr;
+}
+
+// What the traits whose sums are f32 (f32 FMAs, bf16 dot products) share:
+// nothing to prepare per panel or finish per tile, the f32 epilogue.
+struct F32SumsTraits {
+  static void panel_ready(const char*, std::int64_t) {}
+  static __m512 finish(__m512 acc, int) { return acc; }
+  static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
+                       std::int64_t n, std::int64_t n_end) {
+    epilogue_tile32(p, tile, ld, rows, m, n, n_end);
+  }
+};
+
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, units] x B[units, 0:32].
 // A is either a packed unit-major sliver ([unit][lda], lda >= MR) or, with
 // RowsA, MR rows lda units apart; B is a panel slice, one sequential stream.
@@ -59,8 +79,9 @@ void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, st
   // base, base + L and base + 2 L (an index register scaled by 1 or 2), so
   // the 14 broadcasts need 6 registers, not 14.
   const std::int64_t row_bytes = lda * 4;
-  const char* base[5];
-  for (int j = 0; j < 5; ++j) base[j] = reinterpret_cast<const char*>(a) + 3 * j * row_bytes;
+  [[maybe_unused]] const char* base[5];
+  if constexpr (RowsA)
+    for (int j = 0; j < 5; ++j) base[j] = reinterpret_cast<const char*>(a) + 3 * j * row_bytes;
   auto a_unit = [&](int i, std::int64_t u) {
     if constexpr (RowsA) return *reinterpret_cast<const float*>(base[i / 3] + (i % 3) * row_bytes + u * 4);
     else return a[u * lda + i];

@@ -5,7 +5,7 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 // f32 FMAs on a dense panel: row k of B is 32 floats.
-struct F32Traits {
+struct F32Traits : F32SumsTraits {
   static constexpr std::int64_t kUnitK = 1, kKGrain = 1, kHalfBytes = 64;
 
   static const char* b_row(const char* panel, std::int64_t k) { return panel + k * kPanelCols * 4; }
@@ -18,16 +18,7 @@ struct F32Traits {
                              char* buf) {
     return reinterpret_cast<const char*>(b_panel_f32(p, n, n_end, k0, kc, reinterpret_cast<float*>(buf)));
   }
-  static const char* a_in_place(const MatmulArgs& p) {
-    const bool rows = p.a_dtype == DType::f32 && p.a_col_stride == 1 && !p.a_q && rows_spread_in_l1(p.a_row_stride * 4);
-    return rows ? static_cast<const char*>(p.a) : nullptr;
-  }
-  static void panel_ready(const char*, std::int64_t) {}
-  static __m512 finish(__m512 acc, int) { return acc; }
-  static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
-                       std::int64_t n, std::int64_t n_end) {
-    epilogue_tile32(p, tile, ld, rows, m, n, n_end);
-  }
+  static const char* a_in_place(const MatmulArgs& p) { return rows_of_units(p, DType::f32, kUnitK); }
 };
 
 }  // namespace

@@ -179,7 +179,8 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
     // slower). The last row fetches itself again (cached: cheap), so the
     // loop tests nothing.
     const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : x;
-    const char* res_next = res ? (r + 1 < r1 ? res + a.residual_row_stride * rs : res) : x_next;
+    const char* res_next = res ? (r + 1 < r1 ? res + a.residual_row_stride * rs : res) : nullptr;
+    const std::int64_t res_step_bytes = res ? 32 * rs : 0;  // none without a residual
     // Compiled per (beta, streaming stores, v's source), so the loop tests
     // none. 32 columns a step: 16-bit y goes out as whole 64-byte lines
     // (put32), and the next rows are fetched a line at a time.
@@ -192,7 +193,7 @@ static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std:
       std::int64_t c = 0;
       for (; c + 32 <= n; c += 32) {
         for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x_next + c * xs + b, _MM_HINT_T1);
-        for (std::int64_t b = 0; b < 32 * rs; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
+        for (std::int64_t b = 0; b < res_step_bytes; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
         put32(y + c * ys, yt, out16(c, 0xffff), out16(c + 16, 0xffff), stream);
       }
       for (; c < n; c += 16) {

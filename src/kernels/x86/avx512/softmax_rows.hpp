@@ -135,10 +135,11 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
     // the general loop's tests were half the instructions of a bf16 row
     // (AMD EPYC, Zen 4).
     c = 0;
-    if (buffered && visible == cols && !empty)
+    const bool all_visible = visible == cols && !empty;
+    if (buffered && all_visible)
       for (; c + 32 <= cols; c += 32)
         put32(y + c * ys, yt, _mm512_mul_ps(_mm512_load_ps(exps + c), inv), _mm512_mul_ps(_mm512_load_ps(exps + c + 16), inv), a.stream_y);
-    if (log && visible == cols && !empty) {
+    if (log && all_visible) {
       const auto log_p = [&](std::int64_t c) { return _mm512_sub_ps(_mm512_sub_ps(row.logits(c, 0xffff), vm), log_sum); };
       for (; c + 32 <= cols; c += 32) put32(y + c * ys, yt, log_p(c), log_p(c + 16), a.stream_y);
     }

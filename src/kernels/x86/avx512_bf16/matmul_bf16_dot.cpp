@@ -11,7 +11,7 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 // of a tile holds the pairs (k, k+1) of 16 columns, one 32-bit broadcast of
 // A's pair multiplies all of them; 16 pairs per tile, the two column halves
 // 1 KiB apart.
-struct Bf16Traits : TileLayoutB {
+struct Bf16Traits : TileLayoutB, F32SumsTraits {
   static constexpr std::int64_t kUnitK = 2, kKGrain = kBf16KStep;
 
   static __m512 dot(__m512 acc, float a, __m512 b) {
@@ -39,17 +39,7 @@ struct Bf16Traits : TileLayoutB {
                              char* buf) {
     return reinterpret_cast<const char*>(bf16_tiles_of(p, n, n_end, k0, kc, reinterpret_cast<std::uint16_t*>(buf)));
   }
-  static const char* a_in_place(const MatmulArgs& p) {
-    const bool rows = p.a_dtype == DType::bf16 && p.a_col_stride == 1 && p.k % 2 == 0 && p.a_row_stride % 2 == 0 &&
-                      rows_spread_in_l1(p.a_row_stride * 2);
-    return rows ? static_cast<const char*>(p.a) : nullptr;
-  }
-  static void panel_ready(const char*, std::int64_t) {}
-  static __m512 finish(__m512 acc, int) { return acc; }
-  static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
-                       std::int64_t n, std::int64_t n_end) {
-    epilogue_tile32(p, tile, ld, rows, m, n, n_end);
-  }
+  static const char* a_in_place(const MatmulArgs& p) { return rows_of_units(p, DType::bf16, kUnitK); }
 };
 
 }  // namespace
