@@ -18,6 +18,10 @@
 //
 // Quantized weights carry scales [groups][n_pad] (f32, f16 or bf16) and,
 // when asymmetric, zero points [groups][n_pad] (u8): w = (q - zero) * scale.
+// Symmetric int8 weights also carry their column offsets [n_pad] (i32):
+// 128 x the sum of each column's q over K, what the +128 that makes A's
+// int8 steps unsigned (vpdpbusd's u8 operand) adds to a column's dot
+// products.
 //
 // Only static functions here: ISA translation units include this header, and
 // an inline function would give the linker ISA-specific copies to pick from.
@@ -40,6 +44,7 @@ struct PackedB {
   DType scale_dtype = DType::f32;
   const std::uint8_t* zeros = nullptr;
   std::int64_t group_size = 0;  // K for one group per column
+  const std::int32_t* column_offsets = nullptr;  // symmetric i8: 128 x the columns' sums
 };
 
 static inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }

@@ -123,7 +123,7 @@ class GemmPlan final : public Plan {
         s_(std::move(s)) {
     if (s_.weights) {
       const PackedWeights& w = *s_.weights;
-      packed_ = {w.dtype(), w.k(), w.n(), w.values(), w.scales(), w.quant().scale_dtype, w.zeros(), w.group_size()};
+      packed_ = {w.dtype(), w.k(), w.n(), w.values(), w.scales(), w.quant().scale_dtype, w.zeros(), w.group_size(), w.column_offsets()};
     }
   }
 

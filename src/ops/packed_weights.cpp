@@ -81,12 +81,18 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
   w->k_ = k, w->n_ = n, w->dtype_ = spec.dtype, w->quant_ = spec;
   const std::int64_t value_bytes = kernels::packed_value_bytes(spec.dtype, k, n);
   const std::int64_t scale_bytes = groups * n_pad * bytes_of(spec.scale_dtype), zero_bytes = spec.zero_points ? groups * n_pad : 0;
-  w->bytes_ = value_bytes + scale_bytes + zero_bytes;
+  const bool offsets = !i4 && !spec.zero_points;
+  const std::int64_t offset_bytes = offsets ? n_pad * std::int64_t(sizeof(std::int32_t)) : 0;
+  w->bytes_ = value_bytes + scale_bytes + zero_bytes + offset_bytes;
   TESSERA_ASSIGN_OR_RETURN(w->values_, zeroed(value_bytes));
   TESSERA_ASSIGN_OR_RETURN(w->scales_, zeroed(scale_bytes));
   if (spec.zero_points) {
     TESSERA_ASSIGN_OR_RETURN(w->zeros_, zeroed(zero_bytes));
   }
+  if (offsets) {
+    TESSERA_ASSIGN_OR_RETURN(w->column_offsets_, zeroed(offset_bytes));
+  }
+  auto* column_offsets = static_cast<std::int32_t*>(w->column_offsets_.get());
   auto* values = static_cast<std::uint8_t*>(w->values_.get());
   auto* zeros = static_cast<std::uint8_t*>(w->zeros_.get());
 
@@ -124,6 +130,7 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
           byte = std::uint8_t(nn % kernels::kPanelCols < 16 ? (byte & 0xf0) | stored : (byte & 0x0f) | (stored << 4));
         } else {
           values[kernels::tile_packed_index(DType::i8, k_pad, kk, nn)] = std::uint8_t(stored);
+          if (offsets) column_offsets[nn] += 128 * stored;
         }
       }
   }

@@ -192,6 +192,25 @@ TEST(PackedWeights, QuantizationErrorIsWithinHalfAStep) {
   EXPECT_EQ(i4->bytes(), 4096 * 4096 / 2 + 32 * 4096 * 4);
 }
 
+// Symmetric int8 weights carry 128 x each column's sum of q (what W8A8's
+// unsigned A adds); asymmetric and int4 ones carry none.
+TEST(PackedWeights, SymmetricInt8CarriesColumnOffsets) {
+  const std::int64_t k = 130, n = 37;
+  const WeightsPtr q = value_or_die(ops::quantize_weights(random_tensor(DType::f32, {k, n}, 26, -3, 3), {.dtype = DType::i8, .group_size = 0}));
+  ASSERT_NE(q->column_offsets(), nullptr);
+  const Tensor d = value_or_die(q->unpack());
+  const float* scales = static_cast<const float*>(q->scales());
+  for (std::int64_t c = 0; c < 64; ++c) {  // padded columns sum to 0
+    std::int64_t sum = 0;
+    for (std::int64_t r = 0; c < n && r < k; ++r) sum += std::lrint(d.data_as<float>()[r * n + c] / scales[c]);
+    EXPECT_EQ(q->column_offsets()[c], 128 * sum) << c;
+  }
+  EXPECT_EQ(q->bytes(), 3 * 64 * 64 + 64 * 4 + 64 * 4);  // K padded to 192, N to 64; scales; offsets
+  const Tensor w = random_tensor(DType::f32, {64, 40}, 27);
+  EXPECT_EQ(value_or_die(ops::quantize_weights(w, {.dtype = DType::i8, .group_size = 0, .zero_points = true}))->column_offsets(), nullptr);
+  EXPECT_EQ(value_or_die(ops::quantize_weights(w, {.dtype = DType::i4, .group_size = 32}))->column_offsets(), nullptr);
+}
+
 TEST(PackedWeights, LinearRefMatchesMatmulOnUnpackedWeights) {
   Context ctx{{.isa = hw::Isa::scalar}};
   Stream stream(ctx);

@@ -69,7 +69,8 @@ class PackedWeights {
   DType dtype() const { return dtype_; }  // f32, bf16, i8 or i4
   const QuantSpec& quant() const { return quant_; }
   std::int64_t group_size() const { return quant_.group_size == 0 ? k_ : quant_.group_size; }
-  // Bytes a GEMM streams from this weight: values + scales + zero points.
+  // Bytes a GEMM streams from this weight: values + scales + zero points
+  // (+ column offsets).
   std::int64_t bytes() const { return bytes_; }
   // The weight as f32 [K, N], dequantized: what the kernels compute with.
   Result<Tensor> unpack() const;
@@ -78,6 +79,7 @@ class PackedWeights {
   const void* values() const { return values_.get(); }
   const void* scales() const { return scales_.get(); }
   const std::uint8_t* zeros() const { return static_cast<const std::uint8_t*>(zeros_.get()); }
+  const std::int32_t* column_offsets() const { return static_cast<const std::int32_t*>(column_offsets_.get()); }
 
  private:
   friend Result<std::shared_ptr<const PackedWeights>> pack_weights(const Tensor&, DType);
@@ -86,7 +88,7 @@ class PackedWeights {
   std::int64_t k_ = 0, n_ = 0, bytes_ = 0;
   DType dtype_ = DType::f32;
   QuantSpec quant_{};
-  std::shared_ptr<void> values_, scales_, zeros_;
+  std::shared_ptr<void> values_, scales_, zeros_, column_offsets_;
 };
 using WeightsPtr = std::shared_ptr<const PackedWeights>;
 

@@ -14,7 +14,7 @@
 //   void pack_a(p, m0, m1, k0, kc, float* dst, mr);        // pack_a_units' layout
 //   static const char* a_in_place(p);          // A's units as stored, or nullptr (then packed)
 //   const char* b_panel(p, n, n_end, k0, kc, char* buf);   // a slice of B's panel (in place or in buf)
-//   void panel_ready(const char* panel, units);             // after b_panel (W8A8: column sums)
+//   void panel_ready(p, n, k0);                 // after b_panel (W8A8: the columns' offsets)
 //   __m512 finish(__m512 acc, int half);       // before a micro-tile stores its sums
 //   void epilogue(p, const float* tile, ld, rows, m, n, n_end);  // sums (f32 or i32 bits) -> C
 //
@@ -55,7 +55,7 @@ static inline const char* rows_of_units(const MatmulArgs& p, DType t, std::int64
 // What the traits whose sums are f32 (f32 FMAs, bf16 dot products) share:
 // nothing to prepare per panel or finish per tile, the f32 epilogue.
 struct F32SumsTraits {
-  static void panel_ready(const char*, std::int64_t) {}
+  static void panel_ready(const MatmulArgs&, std::int64_t, std::int64_t) {}
   static __m512 finish(__m512 acc, int) { return acc; }
   static void epilogue(const MatmulArgs& p, const float* tile, std::int64_t ld, std::int64_t rows, std::int64_t m,
                        std::int64_t n, std::int64_t n_end) {
@@ -155,7 +155,7 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
     if (!a_rows) tr.pack_a(p, m0, m1, k0, kc, a_pack, mr_max);
     for (std::int64_t n = n0; n < n1; n += kPanelCols) {
       const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
-      tr.panel_ready(panel, units);
+      tr.panel_ready(p, n, k0);
       // Packed weights stream from L3 or memory. K in slices (many rows):
       // each micro-tile pulls in a share of the next panel while this one is
       // hot in L1. Whole K (few rows): the first micro-tile streams the panel

@@ -73,7 +73,7 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
 // W8A8 for vpdpbusd (u8 x s8): the task's rows of quantized A offset by
 // +128, into thread scratch as [m1 - m0][k_pad]. a_q is zero past K, so the
 // padding becomes 128 and meets zero weights; the kernels take the offset
-// back with the weights' column sums.
+// back with the weights' column offsets (packed_weights.hpp).
 static inline const std::uint8_t* unsigned_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1,
                                                   std::int64_t k_pad) {
   auto* a = static_cast<std::uint8_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t((m1 - m0) * k_pad)));

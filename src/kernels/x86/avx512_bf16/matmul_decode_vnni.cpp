@@ -20,8 +20,8 @@ constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as
 // four k of 16 columns, exactly the operand of one vpdpbusd: per row of A,
 // one instruction per 64 weights, against the ~20 that dequantizing them to
 // f32 costs. A's int8 steps come offset by +128 (unsigned); the offset is
-// taken back with the column sums, which one more vpdpbusd (against
-// all-ones) accumulates per weight row.
+// taken back with the weights' column offsets (128 x each column's sum,
+// computed when they were quantized).
 template <int ROWS, int P>
 void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda, std::int64_t m0, std::int64_t n,
                    std::int64_t n_end) {
@@ -32,11 +32,9 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
   const auto* base = static_cast<const std::int8_t*>(b.values) + n / kPanelCols * panel_bytes;
   const std::int8_t* panel[P];
   for (int j = 0; j < P; ++j) panel[j] = base + std::min(j, panels - 1) * panel_bytes;  // a short tail re-reads the last
-  __m512i acc[ROWS][2 * P], sum[2 * P];
+  __m512i acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512i& v : row) v = _mm512_setzero_si512();
-  for (__m512i& v : sum) v = _mm512_setzero_si512();
-  const __m512i ones = _mm512_set1_epi8(1);
   // Tile rows in the order of memory (walk_halves): one stream per panel.
   walk_halves<4, kI8KStep>(0, quads * 4, [&]<int H>(std::integral_constant<int, H>, std::int64_t k, std::int64_t at)
                                              __attribute__((always_inline)) {
@@ -45,7 +43,6 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
     for (int j = 0; j < P; ++j) {
       if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kAhead), _MM_HINT_T1);
       w[j] = _mm512_load_si512(panel[j] + at);
-      sum[2 * j + H] = _mm512_dpbusd_epi32(sum[2 * j + H], ones, w[j]);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < ROWS; ++i) {
@@ -59,7 +56,7 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
     if (col >= n_end) break;
     const __mmask16 mask = tail_mask(n_end - col);
     const __m512 w_scale = load16(advance(b.scales, b.scale_dtype, col), b.scale_dtype, 0xffff);
-    const __m512i offset = _mm512_slli_epi32(sum[h], 7);  // 128 * column sums
+    const __m512i offset = _mm512_load_si512(b.column_offsets + col);
     for (int i = 0; i < ROWS; ++i) {
       const __m512 exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[i][h], offset));
       epilogue16(p, _mm512_mul_ps(exact, _mm512_mul_ps(_mm512_set1_ps(p.a_scales[m0 + i]), w_scale)), m0 + i, col, mask);
