@@ -47,12 +47,13 @@ static inline double inv_std(double var, float eps) {
 
 // Calls f(x type, v type, y type), v being the row normalized (the sum as
 // stored when there is a residual, else x): compile-time constants
-// (std::integral_constant) when the three share one float type, so that the
-// kernels' loops are compiled per type; else the run-time DTypes.
+// (std::integral_constant) when the three and the residual's share one float
+// type, so that the kernels' loops are compiled per type; else the run-time
+// DTypes.
 template <class F>
 inline void with_norm_types(const NormArgs& a, F&& f) {
   const DType vt = a.residual ? a.sum_dtype : a.x_dtype;
-  if (vt == a.x_dtype && vt == a.y_dtype)
+  if (vt == a.x_dtype && vt == a.y_dtype && (!a.residual || a.residual_dtype == vt))
     dispatch_float(vt, [&](auto t) { f(t, t, t); });
   else
     f(a.x_dtype, vt, a.y_dtype);

@@ -261,6 +261,24 @@ TEST_P(NormTest, StreamingRowsWithEveryParameterType) {
             EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
             if (residual) {
               EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+              // In place: the sum over x, then y over x.
+              Tensor xs = clone(x), xy = clone(x);
+              args.x = xs.data(), args.sum = xs.data(), args.y = y.data();
+              row->run(args, 0, rows);
+              EXPECT_TRUE(close(xs, ref_sum, tolerance_for(dt))) << row->name;
+              EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+              args.x = xy.data(), args.sum = sum.data(), args.y = xy.data();
+              row->run(args, 0, rows);
+              EXPECT_TRUE(close(xy, ref, tolerance_for(dt, cols))) << row->name;
+              // A residual of another type (f32 for bf16 x, bf16 for f32 x).
+              const Tensor res_other = random_tensor(dt == DType::f32 ? DType::bf16 : DType::f32, {rows, cols}, 5, -3.0f, 3.0f);
+              args.x = x.data(), args.residual = res_other.data(), args.residual_dtype = res_other.dtype(), args.sum = sum.data();
+              args.y = y.data();
+              row->run(args, 0, rows);
+              args.y = ref.data(), args.sum = ref_sum.data();
+              kernels::ref::norm(args, 0, rows);
+              EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+              EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
             }
           }
 }

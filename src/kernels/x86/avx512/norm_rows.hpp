@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/norm.hpp"
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/vec.hpp"
@@ -66,8 +67,9 @@ static inline Moments row_moments(std::int64_t n, Chunk&& chunk) {
 // cost more than the rest of the pass, happen once per block. The shift, a
 // value of the row, keeps E[d^2] - E[d]^2 free of cancellation. Squares past
 // the f32 range come out as Inf; the caller then takes row_moments. Whole
-// steps of 32 columns come from pair(c, u, w) (columns c and c + 16), the
-// tail from chunk.
+// steps of 32 columns come from pair(c, u, w) (columns c to c + 31, in any
+// order of lanes), the tail from chunk. kSum false (RMS): the squares only,
+// of chunk itself.
 template <bool kSum, class Pair, class Chunk>
 static inline Moments row_moments_f32(std::int64_t n, float shift, Pair&& pair, Chunk&& chunk) {
   const __m512 s16 = _mm512_set1_ps(shift);
@@ -78,15 +80,16 @@ static inline Moments row_moments_f32(std::int64_t n, float shift, Pair&& pair, 
     for (; c + 32 <= end; c += 32) {
       __m512 u, w;
       pair(c, u, w);
-      u = _mm512_sub_ps(u, s16);
-      w = _mm512_sub_ps(w, s16);
-      if constexpr (kSum) ps = _mm512_add_ps(ps, u), ps2 = _mm512_add_ps(ps2, w);
+      if constexpr (kSum) {
+        u = _mm512_sub_ps(u, s16), w = _mm512_sub_ps(w, s16);
+        ps = _mm512_add_ps(ps, u), ps2 = _mm512_add_ps(ps2, w);
+      }
       pq = _mm512_fmadd_ps(u, u, pq);
       pq2 = _mm512_fmadd_ps(w, w, pq2);
     }
     for (; c < end; c += 16) {
       const __mmask16 m = tail_mask(end - c);
-      const __m512 u = _mm512_maskz_sub_ps(m, chunk(c, m), s16);  // masked lanes add nothing
+      const __m512 u = kSum ? _mm512_maskz_sub_ps(m, chunk(c, m), s16) : chunk(c, m);  // masked lanes add nothing
       if constexpr (kSum) ps = _mm512_add_ps(ps, u);
       pq = _mm512_fmadd_ps(u, u, pq);
     }
@@ -109,117 +112,164 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
   return out;
 }
 
-// The rows for storage types known at compile time (X: x; V: the row
-// normalized, sum's type with a residual; Y: y) or read from the arguments (run-time DType values), operands in
-// locals: see unary_rows.hpp. One pass over memory computes v (and stores the sum)
-// with its moments in f64; the output pass reads v back from L1: x's row or
-// the sum's. Past the L3 the sum is streamed, as y is, and also kept in a
-// row buffer as f32 for the output pass (read back from memory, a streamed
-// sum would cost a DRAM read): an unstreamed sum cost a read for ownership,
-// which made AddRmsNorm no faster than its unfused parts.
-template <class X, class V, class Y>
-static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+// The rows for storage types known at compile time (X: x and the residual;
+// V: the row normalized, sum's type with a residual; Y: y) or read from the
+// arguments (run-time DType values), compiled per (residual or not,
+// streaming stores or not), operands in locals: see unary_rows.hpp. One
+// pass over memory computes v (and stores the sum) with its moments in f64;
+// the output pass reads v back from L1: x's row or the sum's. Past the L3
+// the sum is streamed, as y is, and also kept in a row buffer for the
+// output pass (read back from memory, a streamed sum would cost a DRAM
+// read): an unstreamed sum cost a read for ownership, which made AddRmsNorm
+// no faster than its unfused parts.
+template <class X, class V, class Y, bool kResidual, bool kStream>
+static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+  constexpr bool buffered = kResidual && kStream;
   const std::int64_t n = a.cols, xs = bytes_of(xt), vs = bytes_of(vt), ys = bytes_of(yt);
-  const DType rt = a.residual_dtype;
+  // The residual's type: x's when known at compile time (with_norm_types).
+  const auto rt = [&] {
+    if constexpr (std::is_same_v<X, DType>) return a.residual_dtype;
+    else return xt;
+  }();
   const std::int64_t rs = bytes_of(rt);
   const bool layer = a.kind == NormKind::layer;
-  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
-  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
+  const float* const gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
+  const float* const beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
   const float eps = a.eps;
-  const bool buffered = a.residual && a.stream_y;
-  float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
-    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
-    // The row normalized: x + residual, rounded to sum's dtype and stored
-    // there (the first pass; sum may be the very view of x or residual), or x.
-    const char* res = a.residual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
-    char* sum = a.residual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
-    const auto added = [&](std::int64_t c, __mmask16 m) {
-      return _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m));
+  // The row buffer, v as stored. Row r's output reads each step's columns
+  // before row r + 1's first pass writes them there.
+  char* const vbuf = buffered ? static_cast<char*>(thread_scratch(ScratchSlot::partial, std::size_t(n * vs))) : nullptr;
+  // v as the output pass reads it: the row buffer, the sum or x.
+  using VRead = std::conditional_t<kResidual, V, X>;
+  const VRead v_type = [&] {
+    if constexpr (kResidual) return vt;
+    else return xt;
+  }();
+  const std::int64_t v_bytes = bytes_of(v_type);
+  // A row's output: y = (v - mean) * inv * gamma (+ beta), v read from `v`.
+  struct Pending {
+    const char* v;
+    char* y;
+    __m512 mean16, inv;
+  };
+  // Compiled per (centred, beta): RMS has no mean to take off, only layer
+  // norm has a beta.
+  const auto rows_with = [&](auto centred, auto with_beta) {
+    const auto out16 = [=](const Pending& o, std::int64_t c, __mmask16 m) {
+      const __m512 vc = load16(o.v + c * v_bytes, v_type, m);
+      const __m512 d = _mm512_mul_ps(centred ? _mm512_sub_ps(vc, o.mean16) : vc, o.inv);
+      const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
+      return with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);
     };
-    const auto value = [&](std::int64_t c, __mmask16 m) { return res ? rounded(added(c, m), vt) : load16(x + c * xs, xt, m); };
-    const auto first_pass = [&](std::int64_t c, __mmask16 m) {
-      if (!res) return load16(x + c * xs, xt, m);
-      const __m512 s = store16_rounded(sum + c * vs, vt, added(c, m), m, buffered);
-      if (buffered) _mm512_mask_store_ps(vbuf + c, m, s);
-      return s;
+    // 32 columns: 16-bit y goes out as one 64-byte line (put32).
+    const auto out32 = [=](const Pending& o, std::int64_t c) {
+      put32(o.y + c * ys, yt, out16(o, c, 0xffff), out16(o, c + 16, 0xffff), kStream);
     };
-    // 32 columns: a 16-bit sum goes out as one 64-byte line (a streamed half
-    // line stalled the write-combining buffers: AddRmsNorm was slower than
-    // its unfused parts).
-    const auto first_pair = [&](std::int64_t c, __m512& u, __m512& w) {
-      if (!res) {
-        u = load16(x + c * xs, xt, 0xffff), w = load16(x + (c + 16) * xs, xt, 0xffff);
-        return;
-      }
-      store32_rounded(sum + c * vs, vt, added(c, 0xffff), added(c + 16, 0xffff), buffered, u, w);
-      if (buffered) _mm512_store_ps(vbuf + c, u), _mm512_store_ps(vbuf + c + 16, w);
-    };
-    // Layer norm centres on the row's first value; RMS needs the raw squares.
-    const float shift = layer ? _mm512_cvtss_f32(value(0, 1)) : 0.0f;
-    Moments mo = layer ? row_moments_f32<true>(n, shift, first_pair, first_pass) : row_moments_f32<false>(n, 0.0f, first_pair, first_pass);
-    double offset = shift;
-    if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): again in f64, from v as stored
-      const auto stored = [&](std::int64_t c, __mmask16 m) {
-        return buffered ? _mm512_maskz_load_ps(m, vbuf + c) : res ? load16(sum + c * vs, vt, m) : load16(x + c * xs, xt, m);
-      };
-      mo = layer ? row_moments<true>(n, stored) : row_moments<false>(n, stored);
-      offset = 0.0;
-    }
-    const double d_mean = layer ? mo.sum / double(n) : 0.0;
-    const double mean = layer ? offset + d_mean : 0.0;
-    // E[d^2] - E[d]^2 in f64, clamped at 0.
-    const double var = std::max(0.0, mo.squares / double(n) - d_mean * d_mean);
-    const __m512 mean16 = _mm512_set1_ps(float(mean)), inv = _mm512_set1_ps(float(inv_std(var, eps)));
-    // The next row's x (and residual) is fetched while this one's output is
-    // written: rows are far apart, and a row start is where the hardware
-    // prefetcher stalls. Into L2: into L1 (32 KiB on AMD EPYC Zen 4) the
-    // next rows evicted this one's (AddRmsNorm bf16, 4096 columns: 10 %
-    // slower). The last row fetches itself again (cached: cheap), so the
-    // loop tests nothing.
-    const char* x_next = r + 1 < r1 ? x + a.x_row_stride * xs : x;
-    const char* res_next = res ? (r + 1 < r1 ? res + a.residual_row_stride * rs : res) : nullptr;
-    const std::int64_t res_step_bytes = res ? 32 * rs : 0;  // none without a residual
-    // Compiled per (beta, streaming stores, v's source), so the loop tests
-    // none. 32 columns a step: 16-bit y goes out as whole 64-byte lines
-    // (put32), and the next rows are fetched a line at a time.
-    const auto output = [&](auto with_beta, auto stream, const char* v, auto vt) {
-      const auto out16 = [&](std::int64_t c, __mmask16 m) {
-        const __m512 d = _mm512_mul_ps(_mm512_sub_ps(load16(v + c * bytes_of(vt), vt, m), mean16), inv);
-        const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
-        return with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);
-      };
+    const auto out_masked = [=](const Pending& o, std::int64_t c, __mmask16 m) { put16(o.y + c * ys, yt, out16(o, c, m), m, kStream); };
+    // The output pass on its own. The next row's x (and residual) is
+    // fetched meanwhile: rows are far apart, and a row start is where the
+    // hardware prefetcher stalls. Into L2: into L1 (32 KiB on AMD EPYC Zen
+    // 4) the next rows evicted this one's (AddRmsNorm bf16, 4096 columns:
+    // 10 % slower). The last row fetches itself again (cached: cheap).
+    const auto output = [=](const Pending& o, const char* x_next, const char* res_next) {
       std::int64_t c = 0;
       for (; c + 32 <= n; c += 32) {
         for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x_next + c * xs + b, _MM_HINT_T1);
-        for (std::int64_t b = 0; b < res_step_bytes; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
-        put32(y + c * ys, yt, out16(c, 0xffff), out16(c + 16, 0xffff), stream);
+        if constexpr (kResidual)
+          for (std::int64_t b = 0; b < 32 * rs; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
+        out32(o, c);
       }
-      for (; c < n; c += 16) {
-        const __mmask16 m = tail_mask(n - c);
-        put16(y + c * ys, yt, out16(c, m), m, stream);
-      }
+      for (; c < n; c += 16) out_masked(o, c, tail_mask(n - c));
     };
-    const auto output_from_v = [&](auto with_beta, auto stream) {
-      if constexpr (stream) {
-        if (buffered) return output(with_beta, stream, reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});
-      } else {
-        if (res) return output(with_beta, stream, sum, vt);
+    // Row r's first pass (its sum stored, its moments), writing `pending`'s
+    // output column by column alongside with_pending: past the L3 the reads
+    // of one row and the writes of the one before then share each step
+    // (AddRmsNorm 5120 x 4096, 1 thread, against a row's passes in turn:
+    // f32 0.67-0.71 -> 0.61-0.67 ns an element, bf16 0.37 -> 0.34-0.35).
+    // Returns the row's own output, pending.
+    const auto first_pass = [=](std::int64_t r, auto with_pending, const Pending& pending) {
+      const char* const x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
+      const char* const res = kResidual ? static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs : nullptr;
+      char* const sum = kResidual ? static_cast<char*>(a.sum) + r * a.sum_row_stride * vs : nullptr;
+      // The row normalized: x + residual, rounded to sum's dtype and stored
+      // there (sum may be the very view of x or residual), or x.
+      const auto added = [=](std::int64_t c, __mmask16 m) {
+        return _mm512_add_ps(load16(x + c * xs, xt, m), load16(res + c * rs, rt, m));
+      };
+      const auto chunk = [=](std::int64_t c, __mmask16 m) {
+        if constexpr (with_pending) out_masked(pending, c, m);
+        if constexpr (!kResidual) {
+          return load16(x + c * xs, xt, m);
+        } else {
+          const __m512 s = store16_rounded(sum + c * vs, vt, added(c, m), m, kStream);
+          if constexpr (buffered) store16(vbuf + c * vs, vt, s, m);
+          return s;
+        }
+      };
+      // 32 columns: a 16-bit sum goes out as one 64-byte line (a streamed
+      // half line stalled the write-combining buffers: AddRmsNorm was slower
+      // than its unfused parts). Alongside the pending output, the next
+      // row is fetched into L2, as by `output`.
+      const char* const x_next = r + 1 < r1 ? x + a.x_row_stride * xs : x;
+      const char* const res_next = kResidual && r + 1 < r1 ? res + a.residual_row_stride * rs : res;
+      const auto pair = [=](std::int64_t c, __m512& u, __m512& w) {
+        if constexpr (with_pending) {
+          out32(pending, c);
+          for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x_next + c * xs + b, _MM_HINT_T1);
+          for (std::int64_t b = 0; b < 32 * rs; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
+        }
+        if constexpr (!kResidual) {
+          u = load16(x + c * xs, xt, 0xffff), w = load16(x + (c + 16) * xs, xt, 0xffff);
+        } else {
+          store32_rounded_unordered(sum + c * vs, vt, added(c, 0xffff), added(c + 16, 0xffff), kStream, u, w, buffered ? vbuf + c * vs : nullptr);
+        }
+      };
+      // v as stored (the row buffer, the sum or x).
+      const auto stored = [=](std::int64_t c, __mmask16 m) {
+        if constexpr (kResidual) return load16((buffered ? vbuf : sum) + c * vs, vt, m);
+        else return load16(x + c * xs, xt, m);
+      };
+      // Layer norm centres on the row's first value; RMS needs the raw squares.
+      const float shift = centred ? _mm512_cvtss_f32(kResidual ? rounded(added(0, 1), vt) : load16(x, xt, 1)) : 0.0f;
+      Moments mo = row_moments_f32<centred()>(n, shift, pair, chunk);
+      double offset = shift;
+      if (!std::isfinite(mo.squares)) {  // squares past the f32 range (|v| > 1.8e19): again in f64, from v as stored
+        mo = row_moments<centred()>(n, stored);
+        offset = 0.0;
       }
-      output(with_beta, stream, x, xt);
+      const double d_mean = centred ? mo.sum / double(n) : 0.0;
+      const double mean = centred ? offset + d_mean : 0.0;
+      // E[d^2] - E[d]^2 in f64, clamped at 0.
+      const double var = std::max(0.0, mo.squares / double(n) - d_mean * d_mean);
+      const char* const v = buffered ? vbuf : kResidual ? sum : x;
+      return Pending{v, static_cast<char*>(a.y) + r * a.y_row_stride * ys, _mm512_set1_ps(float(mean)),
+                     _mm512_set1_ps(float(inv_std(var, eps)))};
     };
-    using On = std::true_type;
-    using Off = std::false_type;
-    if (beta) {
-      if (a.stream_y) output_from_v(On(), On());
-      else output_from_v(On(), Off());
+    if constexpr (buffered) {
+      Pending pending = first_pass(r0, std::false_type(), Pending{});
+      for (std::int64_t r = r0 + 1; r < r1; ++r) pending = first_pass(r, std::true_type(), pending);
+      const std::int64_t last = r1 - 1;  // fetched again (cached: cheap)
+      output(pending, static_cast<const char*>(a.x) + last * a.x_row_stride * xs,
+             static_cast<const char*>(a.residual) + last * a.residual_row_stride * rs);
     } else {
-      if (a.stream_y) output_from_v(Off(), On());
-      else output_from_v(Off(), Off());
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t next = r + 1 < r1 ? r + 1 : r;
+        output(first_pass(r, std::false_type(), Pending{}), static_cast<const char*>(a.x) + next * a.x_row_stride * xs,
+               kResidual ? static_cast<const char*>(a.residual) + next * a.residual_row_stride * rs : nullptr);
+      }
     }
-  }
-  if (a.stream_y) _mm_sfence();
+  };
+  if (!layer) rows_with(std::false_type(), std::false_type());
+  else if (beta) rows_with(std::true_type(), std::true_type());
+  else rows_with(std::true_type(), std::false_type());
+  if (kStream) _mm_sfence();
+}
+
+template <class X, class V, class Y>
+static void norm_rows(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
+  dispatch_bool(a.residual != nullptr, [&](auto residual) {
+    dispatch_bool(a.stream_y, [&](auto stream) { norm_rows_with<X, V, Y, residual(), stream()>(a, xt, vt, yt, r0, r1); });
+  });
 }
 
 }  // namespace tessera::kernels::avx512

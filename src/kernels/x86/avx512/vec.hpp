@@ -80,7 +80,9 @@ static inline __m256i to_bf16(__m512 v) {
   return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
 }
 static inline __m512i to_bf16x2(__m512 v0, __m512 v1) {
-  if (any_subnormal(v0) || any_subnormal(v1)) [[unlikely]] return to_bf16x2_exact(v0, v1);
+  // One test of both masks (kortest), not one per vector.
+  if (!_kortestz_mask16_u8(_mm512_fpclass_ps_mask(v0, 0x20), _mm512_fpclass_ps_mask(v1, 0x20))) [[unlikely]]
+    return to_bf16x2_exact(v0, v1);
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(v1, v0));
 }
 #else
@@ -182,22 +184,27 @@ static inline void put32(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
   put32_16bit(p, t, v0, v1, stream);
 }
 
-// Stores 32 elements as put32 does and returns them as stored, as f32 (r0:
-// the first 16, r1: the next), as store16_rounded does for 16.
-static inline void store32_rounded(void* p, DType t, __m512 v0, __m512 v1, bool stream, __m512& r0, __m512& r1) {
+// Stores 32 elements as put32 does (and, with `copy`, plainly there too: a
+// row kept in L1 beside a streamed one) and returns them as stored, as f32,
+// in an order fit for sums only: 16-bit values are taken from the stored
+// line in two instructions (bf16: the even elements in r0, the odd in r1),
+// not the five that put them back in order.
+static inline void store32_rounded_unordered(void* p, DType t, __m512 v0, __m512 v1, bool stream, __m512& r0, __m512& r1,
+                                             void* copy = nullptr) {
   if (t == DType::f32) {
     put32(p, t, v0, v1, stream);
+    if (copy) _mm512_storeu_ps(copy, v0), _mm512_storeu_ps(static_cast<float*>(copy) + 16, v1);
     r0 = v0, r1 = v1;
     return;
   }
   const __m512i h = put32_16bit(p, t, v0, v1, stream);
-  const __m256i lo = _mm512_castsi512_si256(h), hi = _mm512_extracti64x4_epi64(h, 1);
+  if (copy) _mm512_storeu_si512(copy, h);
   if (t == DType::bf16) {
-    r0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lo), 16));
-    r1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+    r0 = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    r1 = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(int(0xffff0000u))));
   } else {
-    r0 = _mm512_cvtph_ps(lo);
-    r1 = _mm512_cvtph_ps(hi);
+    r0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    r1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
   }
 }
 
