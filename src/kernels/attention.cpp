@@ -27,6 +27,12 @@ bool decode_vnni(const AttentionProblem& p) {
   return decode_avx512(p) && p.kv == DType::i8 && p.head_dim % 64 == 0;
 }
 
+// bf16 q and KV in bf16 dot products (avx512_bf16 level), head dims of
+// whole 64-byte rows; f32 q stays on the f32 row, with no rounding to bf16.
+bool decode_bf16_dot(const AttentionProblem& p) {
+  return decode_avx512(p) && p.q == DType::bf16 && p.kv == DType::bf16 && p.head_dim % 32 == 0;
+}
+
 // Blocks of query rows per task: as many as keep their state (`row_bytes`
 // each: q, the f32 sums, a row of scores) within a quarter of L2, a power of
 // two from 16 up to `max_rows`; smaller when that leaves fewer than 4 tasks
@@ -84,6 +90,7 @@ AttentionTiling bf16_or_split_tiling(const AttentionProblem& p, const hw::Info& 
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
       {"attention_decode_vnni", hw::Isa::avx512_bf16, decode_vnni, decode_tiling, avx512_bf16::attention_decode_vnni},
+      {"attention_decode_bf16_dot", hw::Isa::avx512_bf16, decode_bf16_dot, decode_tiling, avx512_bf16::attention_decode_bf16_dot},
       {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
       {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv_tiles, bf16_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},

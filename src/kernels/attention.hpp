@@ -102,6 +102,7 @@ void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, 
 }  // namespace avx512
 namespace avx512_bf16 {
 void attention_decode_vnni(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
+void attention_decode_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
 void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
 }
 namespace amx { void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }

@@ -2,12 +2,10 @@
 // of one kv head, at most 16) against a long run of keys, where the kernel
 // must keep up with memory. Per block of 16 keys, in three passes over the
 // rows (each a run of independent work the core can overlap):
-//   1. scores: q stays in registers; each score is a dot product with a key
-//      row (one FMA chain per row and key, four keys and two rows at a time,
-//      each key vector loaded once for both rows), and a row's 16 partial
-//      vectors are summed into one vector of 16 scores by a shuffle tree —
-//      far fewer shuffles than transposing K, which the flash kernel
-//      amortizes over many rows and this one cannot;
+//   1. scores (score_keys16, attention_common.hpp): q stays in registers;
+//      each score is a dot product with a key row (one FMA chain per row
+//      and key, two rows at a time), a row's 16 partial vectors summed into
+//      one vector of 16 scores by a shuffle tree;
 //   2. online softmax on that vector (int8: times the keys' scales first);
 //   3. O_row = alpha · O_row + Σ p_t V_t with O_row in registers (int8: p
 //      times the values' scales).
@@ -22,7 +20,7 @@ namespace tessera::kernels::avx512 {
 
 namespace {
 
-// How score_rows and pv_rows read vector v (features 16v ..) of a K or V
+// How the scores and pv_rows read vector v (features 16v ..) of a K or V
 // row. F32Rows: f32 rows as stored (f32 caches, and the f32 copies of bf16
 // rows of an odd number of vectors and of int8 rows). Bf16Split: bf16 rows in
 // place, each 64 bytes (32 features) giving two vectors, the even features
@@ -41,34 +39,16 @@ struct Bf16Split {
 // Where Bf16Split puts feature d of a row: in each 32, the evens then the odds.
 static inline std::int64_t split_order(std::int64_t d) { return d / 32 * 32 + d % 2 * 16 + d % 32 / 2; }
 
-// Scores of rows [0, R) (q [R][16 NV]) for the 16 keys of a block: q · k for
-// four keys at a time, one FMA chain per row and key, each key vector loaded
-// once for the R rows; a row's 16 sums become one vector by the shuffle tree.
-// A key's vectors are read in order, key after key: vector v of four keys
-// at a time (addresses jumping a row ahead and back) held the hardware
-// prefetcher back (AMD EPYC, Zen 4: a model of the pass streamed 14 GB/s
-// against 24 in order; bench attention decode bf16 at 1 thread 35-36 % ->
-// 40-42 % of the read bandwidth).
-template <int NV, int R, class Rows>
-static void score_rows(const float* q, const void* const* krow, float* s) {
-  __m512 qv[R][NV];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) qv[i][v] = _mm512_loadu_ps(q + i * 16 * NV + 16 * v);
-  __m512 part[4][R];
-  for (int g = 0; g < 4; ++g) {
-    __m512 acc[R][4];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
-    for (int j = 0; j < 4; ++j)
-      for (int v = 0; v < NV; ++v) {
-        __m512 k = Rows::load(krow[4 * g + j], v);
-        if (R > 1) keep_in_register(k);
-        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(qv[i][v], k, acc[i][j]);
-      }
-    for (int i = 0; i < R; ++i) part[g][i] = sum4_lanes(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-  }
-  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * kDecodeKeys, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
-}
+// q . k as score_keys16 wants it: q rows of f32, key rows read by Rows,
+// 16 features a vector, one FMA chain per row and key.
+template <class Rows>
+struct F32Dot {
+  using Vec = __m512;
+  static __m512 q(const char* row, int v) { return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * v); }
+  static __m512 k(const void* row, int v) { return Rows::load(row, v); }
+  static __m512 dot(__m512 acc, __m512 k, __m512 q) { return _mm512_fmadd_ps(q, k, acc); }
+  static __m512 sums(__m512 acc) { return acc; }
+};
 
 // o[R][16 NV] = alpha o + p[R][0 : keys] V, o in registers, each V vector
 // loaded once for the R rows. Keys past a row's visible count have p = 0.
@@ -116,10 +96,11 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   std::int64_t r = 0;
   for (; r + kPair <= rows; r += kPair) {
     pf.issue(share++, shares);
-    if (valid[r] > 0 || valid[r + kPair - 1] > 0) score_rows<NV, kPair, Rows>(q + r * dim, krow, s + r * kDecodeKeys);
+    if (valid[r] > 0 || valid[r + kPair - 1] > 0)
+      score_keys16<NV, kPair, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) score_rows<NV, 1, Rows>(q + r * dim, krow, s + r * kDecodeKeys);
+    if (valid[r] > 0) score_keys16<NV, 1, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys);
 
   for (r = 0; r < rows; ++r) {
     __m512 x = _mm512_load_ps(s + r * kDecodeKeys);

@@ -17,7 +17,10 @@ namespace tessera::kernels::avx512 {
 // uses it (one load of a vector shared by several FMAs becomes one each), and
 // fuses a multiply into the add or subtract that follows it (the unrounded
 // product then differs from the same product stored or compared elsewhere).
-static inline void keep_in_register(__m512& x) { __asm__("" : "+v"(x)); }
+template <class Vec>  // __m512 or __m512i
+static inline void keep_in_register(Vec& x) {
+  __asm__("" : "+v"(x));
+}
 
 // Streams read by kernels with much arithmetic per byte are fetched this far
 // ahead: the hardware prefetcher restarts at every page, and the arithmetic

@@ -39,9 +39,9 @@ using avx512::kNegInf;
 using avx512::Prefetcher;
 using avx512::q_row;
 using avx512::RowView;
+using avx512::score_block;
 using avx512::softmax_step;
-using avx512::sum16;
-using avx512::sum4_lanes;
+using avx512::start_block;
 
 // Row r of q (scaled by a.scale) as int8 steps of qscale[r], W8A8's row
 // scale (w8a8_row_scale: max|q| / 127; NaN for a row holding NaN or Inf, so
@@ -69,31 +69,17 @@ static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, 
   qsum = _mm512_reduce_add_epi32(sum);
 }
 
-// Integer dot products of R rows of q8 (64 DQ bytes each, `stride` apart)
-// with 16 key rows made unsigned: 16 scores per row, as f32 (exact), rows
-// `s_stride` apart in s.
-template <int DQ, int R>
-static void score_rows(const std::int8_t* q8, std::int64_t stride, const void* const* krow, float* s, std::int64_t s_stride) {
-  __m512i qv[R][DQ];
-  for (int i = 0; i < R; ++i)
-    for (int v = 0; v < DQ; ++v) qv[i][v] = _mm512_loadu_si512(q8 + i * stride + 64 * v);
-  const __m512i flip = _mm512_set1_epi8(char(0x80));
-  __m512 part[4][R];
-  for (int g = 0; g < 4; ++g) {
-    __m512i acc[R][4];
-    for (int i = 0; i < R; ++i)
-      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j)  // key after key, as the f32 scores (attention_decode.cpp)
-      for (int v = 0; v < DQ; ++v) {
-        const __m512i k = _mm512_xor_si512(_mm512_loadu_si512(static_cast<const char*>(krow[4 * g + j]) + 64 * v), flip);
-        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], k, qv[i][v]);
-      }
-    for (int i = 0; i < R; ++i)
-      part[g][i] = sum4_lanes(_mm512_cvtepi32_ps(acc[i][0]), _mm512_cvtepi32_ps(acc[i][1]), _mm512_cvtepi32_ps(acc[i][2]),
-                              _mm512_cvtepi32_ps(acc[i][3]));
+// q . k as score_keys16 wants it: 64 int8 features a vector, the keys made
+// unsigned on the fly, exact i32 sums (as f32: below 2^24 for D <= 256).
+struct Int8Dot {
+  using Vec = __m512i;
+  static __m512i q(const char* row, int v) { return _mm512_loadu_si512(row + 64 * v); }
+  static __m512i k(const void* row, int v) {
+    return _mm512_xor_si512(_mm512_loadu_si512(static_cast<const char*>(row) + 64 * v), _mm512_set1_epi8(char(0x80)));
   }
-  for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * s_stride, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
-}
+  static __m512i dot(__m512i acc, __m512i k, __m512i q) { return _mm512_dpbusd_epi32(acc, k, q); }
+  static __m512 sums(__m512i acc) { return _mm512_cvtepi32_ps(acc); }
+};
 
 // The block's V rows for vpdpbusd: for quad g (keys 4g .. 4g + 3) and 64-dim
 // chunk c, vectors out[(g DQ + c) 4 + j] whose 32-bit lane 4L + p holds dim
@@ -168,23 +154,12 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   alignas(64) __m512i vi[kBlock * DQ];  // per quad of keys, 4 DQ vectors
   const int chunks = int((rows + R - 1) / R), shares = kGroups * chunks + 1 + int(rows);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
-    const std::int64_t n = std::min(kBlock, t_end - tb);
-    gather_rows(a.kv, tb, n, block);
-    pf.add_rows(a.kv, tb + 2 * kBlock, std::clamp<std::int64_t>(t_end - tb - 2 * kBlock, 0, kBlock));
-    for (std::int64_t i = n; i < kBlock; ++i) block.k[i] = block.v[i] = zero, block.k_scale[i] = block.v_scale[i] = 0.0f;
     std::int64_t valid[kMaxRows];
-    for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
-
+    const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
+    for (std::int64_t i = n; i < kBlock; ++i) block.k_scale[i] = block.v_scale[i] = 0.0f;
     int share = 0;
-    for (int g = 0; g < kGroups && g * kDecodeKeys < n; ++g) {
-      std::int64_t r = 0;
-      for (; r + R <= rows; r += R) {
-        pf.issue(share++, shares);
-        score_rows<DQ, R>(q8 + r * dim, dim, block.k + g * kDecodeKeys, s + r * kBlock + g * kDecodeKeys, kBlock);
-      }
-      for (; r < rows; ++r) score_rows<DQ, 1>(q8 + r * dim, dim, block.k + g * kDecodeKeys, s + r * kBlock + g * kDecodeKeys, kBlock);
-      interleave_v<DQ>(block.v + g * kDecodeKeys, vi + g * kDecodeKeys * DQ);
-    }
+    score_block<DQ, R, Int8Dot>(reinterpret_cast<const char*>(q8), dim, rows, block, n, s, pf, share, shares);
+    for (int g = 0; g < kGroups && g * kDecodeKeys < n; ++g) interleave_v<DQ>(block.v + g * kDecodeKeys, vi + g * kDecodeKeys * DQ);
     pf.issue(share++, shares);
 
     const int groups = int((n + kDecodeKeys - 1) / kDecodeKeys);
