@@ -374,6 +374,10 @@ TEST_P(AttentionTest, DecodeShapesSplitKv) {
   check({.b = 1, .sq = 4, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .seed = 200});
   check({.b = 1, .sq = 1, .skv = 2048, .hq = 32, .hkv = 4, .d = 64, .out = DType::bf16, .causal = true, .seed = 201});
   check({.b = 3, .sq = 1, .skv = 1000, .hq = 8, .hkv = 1, .d = 80, .causal = true, .lse = false, .seed = 202});
+  // bf16 at every head dim of the decode rows (the bf16 dot-product row takes those of whole 64-byte rows).
+  for (std::int64_t d : {64, 80, 96, 256})
+    check({.b = 1, .sq = 2, .skv = 700, .hq = 8, .hkv = 2, .d = d, .in = DType::bf16, .out = DType::bf16, .causal = true,
+           .seed = std::uint64_t(203 + d)});
 }
 
 TEST_P(AttentionTest, AdditiveMasks) {

@@ -14,7 +14,7 @@
 //      block for all rows).
 // The row sums live in the interleaved order of features (interleave_v) and
 // are put back in order once, at the end. Numerics: q and P rounded to bf16,
-// as the bf16 flash kernels do (tolerance_for_bf16_attention, compare.hpp).
+// as the bf16 flash kernels do: within the bf16 attention tolerance.
 #include <cstring>
 
 #include "kernels/scratch.hpp"
