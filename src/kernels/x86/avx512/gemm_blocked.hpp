@@ -131,9 +131,10 @@ constexpr auto blocked_micro_tiles(std::integer_sequence<int, MR...>) {
 // layout's grain); per slice the task's rows of A are packed once and each
 // 32-column panel of B is either read in place (packed weights) or
 // converted once into an L1-resident panel, then reused by every micro-tile
-// of up to 14 rows (evened out: 16 rows run as 8 + 8, not 14 + 2). Partial
-// sums of the slices stay in an L2-resident tile; the epilogue runs on each
-// micro-tile right after its last slice.
+// of up to 14 rows (evened out: 16 rows run as 8 + 8, not 14 + 2); up to
+// two micro-tiles of rows go panel after panel instead (panel_major).
+// Partial sums of the slices stay in an L2-resident tile; the epilogue runs
+// on each micro-tile right after its last slice.
 template <class Traits>
 static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1,
                          std::int64_t n0, std::int64_t n1) {
@@ -146,46 +147,66 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
   const char* a_rows = Traits::a_in_place(p);  // row m's unit u at a_rows + (m * a_row_stride + u * uk) * elem
   const std::int64_t a_elem = a_rows ? std::int64_t(bytes_of(p.a_dtype)) : 0, a_units_per_row = a_rows ? p.a_row_stride / uk : 0;
   const auto& micro_tiles = a_rows ? kRowTiles : kPackedTiles;
-  auto* a_pack = a_rows ? nullptr : static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(slivers * mr_max * kb_units) * 4));
+  const std::int64_t slices = (p.k + kb - 1) / kb, slice_floats = slivers * mr_max * kb_units;
+  // Few rows with packed weights: panel after panel, each over all of K, so
+  // B streams as one run of memory (the panels lie end to end) and A is
+  // packed once for all of them (AMD EPYC, M = 16 cold, 1 thread,
+  // alternating: bf16 +1-9 %, int8 +2-7 %, f32 even); else K slice after
+  // slice, each panel's slice reused by all the task's rows.
+  const bool panel_major = slivers <= 2 && slices > 1 && p.packed;
+  auto* a_pack = a_rows ? nullptr
+                        : static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t((panel_major ? slices : 1) * slice_floats) * 4));
   auto* b_buf = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb_units * kRowBytes)));
   auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(rows * ldp) * sizeof(float)));
   if (p.k == 0) std::memset(part, 0, std::size_t(rows * ldp) * sizeof(float));
-  for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
+  // Panel n's K slice from k0 (A packed at a_slice) through every micro-tile.
+  const auto panel_slice = [&](std::int64_t n, std::int64_t k0, const float* a_slice) {
     const std::int64_t kc = std::min(kb, p.k - k0), units = (kc + uk - 1) / uk;
-    if (!a_rows) tr.pack_a(p, m0, m1, k0, kc, a_pack, mr_max);
-    for (std::int64_t n = n0; n < n1; n += kPanelCols) {
-      const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
-      tr.panel_ready(p, n, k0);
-      // Packed weights stream from L3 or memory. K in slices (many rows):
-      // each micro-tile pulls in a share of the next panel while this one is
-      // hot in L1. Whole K (few rows): the first micro-tile streams the panel
-      // from memory, 4 KiB ahead of itself (the hardware prefetcher stops at
-      // page boundaries); the others find it in L2.
-      const std::int64_t panel_bytes = round_up(kc, grain) / uk * kRowBytes;
-      // One or two micro-tiles of rows take K slices that fill L1 with the
-      // panel's and their A's (blocked_tiling), so the next panel's slice
-      // goes to L2: into L1 it evicted the one in use (AMD EPYC, 32 KiB L1,
-      // M = 16 cold, in-process A/B: bf16 164 -> 181 GFLOP/s, f32 83 -> 95;
-      // with many micro-tiles, L1 measured 2 % faster).
-      const bool packed = panel != b_buf;
-      const char* next = panel;
-      std::int64_t share = 0, shares = slivers;
-      bool next_l2 = false;
-      if (packed && kc == p.k) {
-        next += 4096, share = panel_bytes, shares = 1;
-      } else if (packed && n + kPanelCols < n1) {
-        next += padded_k(p.packed->dtype, p.packed->k) * panel_row_bytes(p.packed->dtype), share = round_up(panel_bytes / slivers, 64);
-        next_l2 = slivers <= 2;
-      }
-      for (std::int64_t m = m0, s = 0; m < m1; m += mr_max, ++s) {
-        const std::int64_t mr = std::min(mr_max, m1 - m);
-        float* tile = part + (m - m0) * ldp + (n - n0);
-        if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
-        const float* a = a_rows ? reinterpret_cast<const float*>(a_rows + (m * p.a_row_stride + k0) * a_elem) : a_pack + (m - m0) * units;
-        micro_tiles[mr](tr, units, a, a_rows ? a_units_per_row : mr_max, panel, tile, ldp, k0 == 0, next + s * share,
-                        s < shares ? share : 0, next_l2);
-        if (k0 + kc == p.k) tr.epilogue(p, tile, ldp, mr, m, n, n1);
-      }
+    const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
+    tr.panel_ready(p, n, k0);
+    // Packed weights stream from L3 or memory. K in slices (many rows):
+    // each micro-tile pulls in a share of the next panel while this one is
+    // hot in L1. Whole K (few rows): the first micro-tile streams the panel
+    // from memory, 4 KiB ahead of itself (the hardware prefetcher stops at
+    // page boundaries); the others find it in L2.
+    const std::int64_t panel_bytes = round_up(kc, grain) / uk * kRowBytes;
+    // One or two micro-tiles of rows take K slices that fill L1 with the
+    // panel's and their A's (blocked_tiling), so the next panel's slice
+    // goes to L2: into L1 it evicted the one in use (AMD EPYC, 32 KiB L1,
+    // M = 16 cold, in-process A/B: bf16 164 -> 181 GFLOP/s, f32 83 -> 95;
+    // with many micro-tiles, L1 measured 2 % faster). Panel after panel,
+    // the next slice is the one that follows in memory.
+    const bool packed = panel != b_buf;
+    const char* next = panel;
+    std::int64_t share = 0, shares = slivers;
+    bool next_l2 = false;
+    if (packed && kc == p.k) {
+      next += 4096, share = panel_bytes, shares = 1;
+    } else if (packed && panel_major) {
+      next += panel_bytes, share = round_up(panel_bytes / slivers, 64), next_l2 = true;
+    } else if (packed && n + kPanelCols < n1) {
+      next += padded_k(p.packed->dtype, p.packed->k) * panel_row_bytes(p.packed->dtype), share = round_up(panel_bytes / slivers, 64);
+      next_l2 = slivers <= 2;
+    }
+    for (std::int64_t m = m0, s = 0; m < m1; m += mr_max, ++s) {
+      const std::int64_t mr = std::min(mr_max, m1 - m);
+      float* tile = part + (m - m0) * ldp + (n - n0);
+      if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
+      const float* a = a_rows ? reinterpret_cast<const float*>(a_rows + (m * p.a_row_stride + k0) * a_elem) : a_slice + (m - m0) * units;
+      micro_tiles[mr](tr, units, a, a_rows ? a_units_per_row : mr_max, panel, tile, ldp, k0 == 0, next + s * share,
+                      s < shares ? share : 0, next_l2);
+      if (k0 + kc == p.k) tr.epilogue(p, tile, ldp, mr, m, n, n1);
+    }
+  };
+  if (panel_major) {
+    if (!a_rows)
+      for (std::int64_t j = 0; j < slices; ++j) tr.pack_a(p, m0, m1, j * kb, std::min(kb, p.k - j * kb), a_pack + j * slice_floats, mr_max);
+    for (std::int64_t n = n0; n < n1; n += kPanelCols)
+      for (std::int64_t j = 0; j < slices; ++j) panel_slice(n, j * kb, a_pack + j * slice_floats);
+  } else {
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += kb) {
+      if (!a_rows) tr.pack_a(p, m0, m1, k0, std::min(kb, p.k - k0), a_pack, mr_max);
+      for (std::int64_t n = n0; n < n1; n += kPanelCols) panel_slice(n, k0, a_pack);
     }
   }
   if (p.k == 0)
