@@ -18,43 +18,43 @@ namespace {
 
 constexpr std::int64_t kKeys = 32;  // keys per block
 
-// S[RR rows][32] = Q[RR][D] · kt[D][32], q in a sliver of kScoreRows rows
-// stored d-major ([D][kScoreRows]): the broadcasts read one sequential stream.
+// S[RR rows][16 H] = Q[RR][D] · kt[D][16 H], q in a sliver of kScoreRows
+// rows stored d-major ([D][kScoreRows]): the broadcasts read one sequential
+// stream. H halves of the block's 32 keys: a last block of 16 keys or fewer
+// (cross-attention to 77 tokens: 13) computes one.
 constexpr std::int64_t kScoreRows = 8;
 
-template <int RR>
+template <int RR, int H>
 static void score_tile(const float* q, std::int64_t dim, const float* kt, float* s) {
-  __m512 acc[RR][2];
-  for (int i = 0; i < RR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  __m512 acc[RR][H];
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < H; ++h) acc[i][h] = _mm512_setzero_ps();
   for (std::int64_t d = 0; d < dim; ++d) {
-    __m512 k0 = _mm512_load_ps(kt + d * kKeys), k1 = _mm512_load_ps(kt + d * kKeys + 16);
-    keep_in_register(k0);
-    keep_in_register(k1);
+    __m512 k[H];
+    for (int h = 0; h < H; ++h) k[h] = _mm512_load_ps(kt + d * kKeys + 16 * h), keep_in_register(k[h]);
     for (int i = 0; i < RR; ++i) {
       const __m512 b = _mm512_set1_ps(q[d * kScoreRows + i]);
-      acc[i][0] = _mm512_fmadd_ps(b, k0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(b, k1, acc[i][1]);
+      for (int h = 0; h < H; ++h) acc[i][h] = _mm512_fmadd_ps(b, k[h], acc[i][h]);
     }
   }
-  for (int i = 0; i < RR; ++i) {
-    _mm512_store_ps(s + i * kKeys, acc[i][0]);
-    _mm512_store_ps(s + i * kKeys + 16, acc[i][1]);
-  }
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < H; ++h) _mm512_store_ps(s + i * kKeys + 16 * h, acc[i][h]);
 }
 
+template <int H>
 static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s) {
   for (std::int64_t r = 0; r < rows; r += kScoreRows) {
     const float* sliver = q + r * dim;
     float* out = s + r * kKeys;
     switch (std::min(kScoreRows, rows - r)) {
-      case 1: score_tile<1>(sliver, dim, kt, out); break;
-      case 2: score_tile<2>(sliver, dim, kt, out); break;
-      case 3: score_tile<3>(sliver, dim, kt, out); break;
-      case 4: score_tile<4>(sliver, dim, kt, out); break;
-      case 5: score_tile<5>(sliver, dim, kt, out); break;
-      case 6: score_tile<6>(sliver, dim, kt, out); break;
-      case 7: score_tile<7>(sliver, dim, kt, out); break;
-      default: score_tile<8>(sliver, dim, kt, out); break;
+      case 1: score_tile<1, H>(sliver, dim, kt, out); break;
+      case 2: score_tile<2, H>(sliver, dim, kt, out); break;
+      case 3: score_tile<3, H>(sliver, dim, kt, out); break;
+      case 4: score_tile<4, H>(sliver, dim, kt, out); break;
+      case 5: score_tile<5, H>(sliver, dim, kt, out); break;
+      case 6: score_tile<6, H>(sliver, dim, kt, out); break;
+      case 7: score_tile<7, H>(sliver, dim, kt, out); break;
+      default: score_tile<8, H>(sliver, dim, kt, out); break;
     }
   }
 }
@@ -169,7 +169,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
 
     // 1. kt[d][key] for the block; keys past n are zero.
     for (std::int64_t d = 0; d < dim; d += 16)
-      for (std::int64_t h = 0; h < 2; ++h) {
+      for (std::int64_t h = 0; 16 * h < n; ++h) {
         __m512 r[16];
         const __mmask16 features = tail_mask(head_dim - d);
         for (std::int64_t i = 0; i < 16; ++i) {
@@ -190,7 +190,8 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     }
 
     // 2. Scores, then the online softmax row by row.
-    score_rows(q, rows, dim, kt, s);
+    if (n <= 16) score_rows<1>(q, rows, dim, kt, s);
+    else score_rows<2>(q, rows, dim, kt, s);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s + r * kKeys;
       const std::int64_t pos = r / group;
