@@ -232,12 +232,12 @@ GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std
   GemmChoice c{kernels::select<kernels::MatmulFamily>(problem, ctx.isa()), {}, 0};
   c.tiling = c.row->tiling(problem, ctx.hw());
   c.tiling.m_block = std::max<std::int64_t>(1, std::min(c.tiling.m_block, pixels));
-  // The register-blocked rows read the patches in place: no packed copy of
-  // A to keep in L2 per K slice, so K goes in slices of up to 1536, with
-  // fewer round trips of the partial sums (AMD EPYC, 1 thread, f32 3x3 at
-  // C 320 / 640 / 1280: 107-109 -> 109-111 GFLOP/s; bf16 even). The AMX
-  // rows keep their tile-sized slices.
-  if (c.row->isa < hw::Isa::amx) {
+  // The AVX-512 register-blocked rows read the patches in place: no packed
+  // copy of A to keep in L2 per K slice, so K goes in slices of up to 1536,
+  // with fewer round trips of the partial sums (AMD EPYC, 1 thread, f32 3x3
+  // at C 320 / 640 / 1280: 107-109 -> 109-111 GFLOP/s; bf16 even). The
+  // AVX2 row packs A and the AMX rows take tile-sized slices: theirs stay.
+  if (c.row->isa >= hw::Isa::avx512 && c.row->isa < hw::Isa::amx) {
     const std::int64_t slices = (k + 1535) / 1536;
     c.tiling.k_block = std::max(c.tiling.k_block, kernels::round_up((k + slices - 1) / slices, 64));
   }
