@@ -83,11 +83,15 @@ std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int6
 // once or twice): B's panel slice (k_block x 32) and the 14-row A sliver
 // streaming past it fill three quarters of L1 (f32, 48 KiB: 192 deep), so
 // the second micro-tile finds the slice in L1. More rows (B reused from L3
-// by many micro-tiles): the task's A slice (m_block x k_block) fills a
-// quarter of L2, and both streams come from L2. Each K slice costs a round
-// trip of the partial sums and a repacking of A; 192-deep slices at M = 512
-// lost 5-7 % to them (f32, interleaved: 148 -> 155-158 GFLOP/s at 1 thread
-// with 700-1500 deep slices; whole K, 4096, was slower again: A from L3).
+// by many micro-tiles): the task's A slice (m_block x k_block) fills L2,
+// and both streams come from L2. Each K slice costs a round trip of the
+// partial sums and a repacking of A; 192-deep slices at M = 512 lost 5-7 %
+// to them (Sapphire Rapids, f32, interleaved: 148 -> 155-158 GFLOP/s at 1
+// thread with 700-1500 deep slices; whole K, 4096, was slower again: A
+// from L3). With a quarter of L2 (AMD EPYC, 1 MiB: f32 288, bf16 576,
+// int8 1024 deep at K 4096), the whole of it measured 1-5 % faster
+// (M 128 / 512, alternating: f32 107 -> 109 GFLOP/s, bf16 211 -> 215-221,
+// int8 395-414 -> 421-427 at 1 thread).
 MatmulTiling blocked_tiling(const MatmulProblem& p, const hw::Info& hw, std::int64_t elem, std::int64_t grain) {
   const std::int64_t m_block = balanced_block(p.m, 16 * 14, 14);
   const std::int64_t l1_block = std::max<std::int64_t>(64, hw.l1d_bytes * 3 / 4 / ((kPanelCols + 14) * elem) / grain * grain);
@@ -98,7 +102,7 @@ MatmulTiling blocked_tiling(const MatmulProblem& p, const hw::Info& hw, std::int
   // after the first streamed it, while in slices both use it from L1 as the
   // next one arrives (measured at M = 16: 1.17-1.29x oneDNN, from 0.86-1.12x).
   if (p.m <= 14) k_block = std::max<std::int64_t>(p.k, 1);
-  else if (p.m > 28) k_block = balanced_block(p.k, std::max(l1_block, hw.l2_bytes / 4 / (m_block * elem) / grain * grain), grain);
+  else if (p.m > 28) k_block = balanced_block(p.k, std::max(l1_block, hw.l2_bytes / (m_block * elem) / grain * grain), grain);
   const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
   return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
 }
