@@ -4,6 +4,11 @@
 
 namespace tessera::kernels {
 
+std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t step) {
+  const std::int64_t blocks = std::max<std::int64_t>(1, (m + max_block - 1) / max_block);
+  return round_up(std::max<std::int64_t>(1, (m + blocks - 1) / blocks), step);
+}
+
 namespace {
 
 bool unit_output(const MatmulProblem& p) { return p.c_col_stride == 1 && p.residual_unit; }
@@ -58,13 +63,6 @@ bool bf16_dot_supports(const MatmulProblem& p) {
   if (!unit_output(p) || p.quantize_a) return false;
   if (p.b_packed) return p.b == DType::bf16 || ((p.b == DType::i8 || p.b == DType::i4) && p.m >= 16);
   return p.a == DType::bf16 && p.b == DType::bf16;
-}
-
-// Splits m into the fewest blocks of at most max_block, evened out and
-// rounded up to a multiple of step (the micro-tile's rows).
-std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t step) {
-  const std::int64_t blocks = std::max<std::int64_t>(1, (m + max_block - 1) / max_block);
-  return round_up(std::max<std::int64_t>(1, (m + blocks - 1) / blocks), step);
 }
 
 // Splits N so that there are at least 4 tasks per core (cores drift in

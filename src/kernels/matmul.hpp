@@ -65,6 +65,10 @@ struct MatmulArgs {
   EpilogueArgs ep;
 };
 
+// Splits m into the fewest blocks of at most max_block, evened out and
+// rounded up to a multiple of step (a micro-tile's rows, a K grain).
+std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t step);
+
 // Tile of C per task, and the K slice a kernel keeps on chip (0: the row's choice).
 struct MatmulTiling {
   std::int64_t m_block, n_block, k_block;

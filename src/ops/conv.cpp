@@ -237,10 +237,8 @@ GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std
   // with fewer round trips of the partial sums (AMD EPYC, 1 thread, f32 3x3
   // at C 320 / 640 / 1280: 107-109 -> 109-111 GFLOP/s; bf16 even). The
   // AVX2 row packs A and the AMX rows take tile-sized slices: theirs stay.
-  if (c.row->isa >= hw::Isa::avx512 && c.row->isa < hw::Isa::amx) {
-    const std::int64_t slices = (k + 1535) / 1536;
-    c.tiling.k_block = std::max(c.tiling.k_block, kernels::round_up((k + slices - 1) / slices, 64));
-  }
+  if (c.row->isa >= hw::Isa::avx512 && c.row->isa < hw::Isa::amx)
+    c.tiling.k_block = std::max(c.tiling.k_block, kernels::balanced_block(k, 1536, 64));
   // Few tiles come in whole rounds of the threads: 5 tiles on 2 threads
   // left one idle for a fifth of the conv (C 640 at 32 x 32, and stride 2
   // at 64 x 64: 0.75x oneDNN at 2 threads, 0.9x at 1). Tiles stay whole

@@ -182,7 +182,7 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
     bool next_l2 = false;
     if (packed && kc == p.k) {
       next += 4096, share = panel_bytes, shares = 1;
-    } else if (packed && panel_major) {
+    } else if (packed && panel_major && (k0 + kc < p.k || n + kPanelCols < n1)) {
       next += panel_bytes, share = round_up(panel_bytes / slivers, 64), next_l2 = true;
     } else if (packed && n + kPanelCols < n1) {
       next += padded_k(p.packed->dtype, p.packed->k) * panel_row_bytes(p.packed->dtype), share = round_up(panel_bytes / slivers, 64);

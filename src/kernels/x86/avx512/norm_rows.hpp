@@ -139,13 +139,6 @@ static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0,
   // The row buffer, v as stored. Row r's output reads each step's columns
   // before row r + 1's first pass writes them there.
   char* const vbuf = buffered ? static_cast<char*>(thread_scratch(ScratchSlot::partial, std::size_t(n * vs))) : nullptr;
-  // v as the output pass reads it: the row buffer, the sum or x.
-  using VRead = std::conditional_t<kResidual, V, X>;
-  const VRead v_type = [&] {
-    if constexpr (kResidual) return vt;
-    else return xt;
-  }();
-  const std::int64_t v_bytes = bytes_of(v_type);
   // A row's output: y = (v - mean) * inv * gamma (+ beta), v read from `v`.
   struct Pending {
     const char* v;
@@ -156,7 +149,8 @@ static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0,
   // norm has a beta.
   const auto rows_with = [&](auto centred, auto with_beta) {
     const auto out16 = [=](const Pending& o, std::int64_t c, __mmask16 m) {
-      const __m512 vc = load16(o.v + c * v_bytes, v_type, m);
+      // v: the row buffer, the sum or x (V is x's type without a residual).
+      const __m512 vc = load16(o.v + c * vs, vt, m);
       const __m512 d = _mm512_mul_ps(centred ? _mm512_sub_ps(vc, o.mean16) : vc, o.inv);
       const __m512 g = _mm512_maskz_loadu_ps(m, gamma + c);
       return with_beta ? _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)) : _mm512_mul_ps(d, g);

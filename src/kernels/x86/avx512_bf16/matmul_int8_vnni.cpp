@@ -11,9 +11,8 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 // steps multiplies all of them; 16 quads per tile, the column halves 1 KiB
 // apart. A's int8 steps are offset by +128 to be unsigned, and the offset
 // is taken back with the weights' column offsets (128 x each column's sum,
-// computed when they were quantized): summed here per K slice, in a pass
-// over each cold panel before the micro-tiles, they were a fifth of the
-// time at M = 16.
+// computed when they were quantized; summed at run time, in a pass over
+// each cold panel slice, they took a fifth of the time at M = 16).
 struct Int8Traits : TileLayoutB {
   static constexpr std::int64_t kUnitK = 4, kKGrain = kI8KStep;
 
