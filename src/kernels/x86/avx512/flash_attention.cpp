@@ -1,5 +1,6 @@
 // Flash attention on AVX-512 (f32 compute), one unit of query rows against
-// a range of keys. Per block of 32 keys:
+// a range of keys. Per block of 32 keys (all of them, up to 128, when the
+// range is that short):
 //   1. K is converted to f32 and transposed in registers into kt[D][32], so
 //      the score tile S = Q · Kᵀ is a small GEMM: broadcast q, FMA rows of kt.
 //   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
@@ -17,44 +18,50 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr std::int64_t kKeys = 32;  // keys per block
+// A unit's keys, when no more than this many, are one block of whole
+// 32-key chunks (cross-attention to 77 text tokens: 96): one exact softmax
+// per row, where blocks of 32 took three online updates (a max, a sum and a
+// rescale of O each).
+constexpr std::int64_t kShortKeys = 128;
 
 // S[RR rows][16 H] = Q[RR][D] · kt[D][16 H], q in a sliver of kScoreRows
 // rows stored d-major ([D][kScoreRows]): the broadcasts read one sequential
-// stream. H halves of the block's 32 keys: a last block of 16 keys or fewer
-// (cross-attention to 77 tokens: 13) computes one.
+// stream. kt and S rows are `width` floats apart (the block's width); H
+// halves of a 32-key chunk: a last chunk of 16 keys or fewer (cross-attention
+// to 77 tokens: 13) computes one.
 constexpr std::int64_t kScoreRows = 8;
 
 template <int RR, int H>
-static void score_tile(const float* q, std::int64_t dim, const float* kt, float* s) {
+static void score_tile(const float* q, std::int64_t dim, const float* kt, float* s, std::int64_t width) {
   __m512 acc[RR][H];
   for (int i = 0; i < RR; ++i)
     for (int h = 0; h < H; ++h) acc[i][h] = _mm512_setzero_ps();
   for (std::int64_t d = 0; d < dim; ++d) {
     __m512 k[H];
-    for (int h = 0; h < H; ++h) k[h] = _mm512_load_ps(kt + d * kKeys + 16 * h), keep_in_register(k[h]);
+    for (int h = 0; h < H; ++h) k[h] = _mm512_load_ps(kt + d * width + 16 * h), keep_in_register(k[h]);
     for (int i = 0; i < RR; ++i) {
       const __m512 b = _mm512_set1_ps(q[d * kScoreRows + i]);
       for (int h = 0; h < H; ++h) acc[i][h] = _mm512_fmadd_ps(b, k[h], acc[i][h]);
     }
   }
   for (int i = 0; i < RR; ++i)
-    for (int h = 0; h < H; ++h) _mm512_store_ps(s + i * kKeys + 16 * h, acc[i][h]);
+    for (int h = 0; h < H; ++h) _mm512_store_ps(s + i * width + 16 * h, acc[i][h]);
 }
 
 template <int H>
-static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s) {
+static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s, std::int64_t width) {
   for (std::int64_t r = 0; r < rows; r += kScoreRows) {
     const float* sliver = q + r * dim;
-    float* out = s + r * kKeys;
+    float* out = s + r * width;
     switch (std::min(kScoreRows, rows - r)) {
-      case 1: score_tile<1, H>(sliver, dim, kt, out); break;
-      case 2: score_tile<2, H>(sliver, dim, kt, out); break;
-      case 3: score_tile<3, H>(sliver, dim, kt, out); break;
-      case 4: score_tile<4, H>(sliver, dim, kt, out); break;
-      case 5: score_tile<5, H>(sliver, dim, kt, out); break;
-      case 6: score_tile<6, H>(sliver, dim, kt, out); break;
-      case 7: score_tile<7, H>(sliver, dim, kt, out); break;
-      default: score_tile<8, H>(sliver, dim, kt, out); break;
+      case 1: score_tile<1, H>(sliver, dim, kt, out, width); break;
+      case 2: score_tile<2, H>(sliver, dim, kt, out, width); break;
+      case 3: score_tile<3, H>(sliver, dim, kt, out, width); break;
+      case 4: score_tile<4, H>(sliver, dim, kt, out, width); break;
+      case 5: score_tile<5, H>(sliver, dim, kt, out, width); break;
+      case 6: score_tile<6, H>(sliver, dim, kt, out, width); break;
+      case 7: score_tile<7, H>(sliver, dim, kt, out, width); break;
+      default: score_tile<8, H>(sliver, dim, kt, out, width); break;
     }
   }
 }
@@ -65,8 +72,8 @@ template <int NV>
 constexpr int pv_rows() { return std::min(8, 31 / (NV + 1)); }
 
 template <int RR, int NV>
-static void pv_tile(const float* p, const float* alpha, float* o, std::int64_t dim, const float* const* vrow,
-                    std::int64_t n, std::int64_t c) {
+static void pv_tile(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t dim,
+                    const float* const* vrow, std::int64_t n, std::int64_t c) {
   __m512 acc[RR][NV];
   for (int i = 0; i < RR; ++i) {
     const __m512 a = _mm512_set1_ps(alpha[i]);
@@ -74,7 +81,7 @@ static void pv_tile(const float* p, const float* alpha, float* o, std::int64_t d
   }
   for (std::int64_t t = 0; t < n; ++t) {
     __m512 b[RR];
-    for (int i = 0; i < RR; ++i) b[i] = _mm512_set1_ps(p[i * kKeys + t]);
+    for (int i = 0; i < RR; ++i) b[i] = _mm512_set1_ps(p[i * width + t]);
     const float* vr = vrow[t] + c;
     for (int v = 0; v < NV; ++v) {
       __m512 x = _mm512_loadu_ps(vr + 16 * v);
@@ -86,27 +93,28 @@ static void pv_tile(const float* p, const float* alpha, float* o, std::int64_t d
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + c + 16 * v, acc[i][v]);
 }
 
-template <int NV>
-static void pv_chunk(const float* p, const float* alpha, float* o, std::int64_t rows, std::int64_t dim,
-                     const float* const* vrow, std::int64_t n, std::int64_t c) {
-  constexpr int kRows = pv_rows<NV>();
+// The rows [0, rows) in tiles of RR, the last one of fewer rows.
+template <int RR, int NV>
+static void pv_chunk(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
+                     std::int64_t dim, const float* const* vrow, std::int64_t n, std::int64_t c) {
   std::int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) pv_tile<kRows, NV>(p + r * kKeys, alpha + r, o + r * dim, dim, vrow, n, c);
-  for (; r < rows; ++r) pv_tile<1, NV>(p + r * kKeys, alpha + r, o + r * dim, dim, vrow, n, c);
+  for (; r + RR <= rows; r += RR) pv_tile<RR, NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, n, c);
+  if constexpr (RR > 1)
+    if (r < rows) pv_chunk<RR - 1, NV>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, n, c);
 }
 
-static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64_t rows, std::int64_t dim,
-                        const float* const* vrow, std::int64_t n) {
+static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
+                        std::int64_t dim, const float* const* vrow, std::int64_t n) {
   for (std::int64_t c = 0; c < dim; c += 128) {
     switch (std::min<std::int64_t>(8, (dim - c) / 16)) {
-      case 1: pv_chunk<1>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 2: pv_chunk<2>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 3: pv_chunk<3>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 4: pv_chunk<4>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 5: pv_chunk<5>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 6: pv_chunk<6>(p, alpha, o, rows, dim, vrow, n, c); break;
-      case 7: pv_chunk<7>(p, alpha, o, rows, dim, vrow, n, c); break;
-      default: pv_chunk<8>(p, alpha, o, rows, dim, vrow, n, c); break;
+      case 1: pv_chunk<pv_rows<1>(), 1>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 2: pv_chunk<pv_rows<2>(), 2>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 3: pv_chunk<pv_rows<3>(), 3>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 4: pv_chunk<pv_rows<4>(), 4>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 5: pv_chunk<pv_rows<5>(), 5>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 6: pv_chunk<pv_rows<6>(), 6>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 7: pv_chunk<pv_rows<7>(), 7>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      default: pv_chunk<pv_rows<8>(), 8>(p, width, alpha, o, rows, dim, vrow, n, c); break;
     }
   }
 }
@@ -116,16 +124,18 @@ static void pv_rows_all(const float* p, const float* alpha, float* o, std::int64
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   const std::int64_t head_dim = a.head_dim, dim = (head_dim + 15) / 16 * 16, rows = a.rows, group = a.group;
   const std::int64_t t_end = visible_keys_end(a, t1);
+  // Keys per block: all of a short range at once, else kKeys.
+  const std::int64_t width = t_end - t0 <= kShortKeys ? std::max<std::int64_t>(kKeys, (t_end - t0 + kKeys - 1) / kKeys * kKeys) : kKeys;
 
   // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + kKeys + 3)));
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 3)));
   float* o = q + (rows + 16) * dim;  // q: whole pairs of slivers
   float* s = o + rows * dim;
-  float* m = s + rows * kKeys;
+  float* m = s + rows * width;
   float* l = m + rows;
   float* alpha = l + rows;
-  float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * kKeys * 2));
-  float* vb = kt + dim * kKeys;
+  float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
+  float* vb = kt + dim * width;
 
   const __m512 scale = _mm512_set1_ps(a.scale);
   // q, scaled, into slivers: 16 rows x 16 features transposed in registers,
@@ -157,15 +167,15 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
 
   const KvSource& kv = a.kv;
   const std::int64_t row_bytes = head_dim * bytes_of(kv.dtype);
-  KvRows<kKeys> block;
-  const float* vrow[kKeys];
+  KvRows<kShortKeys> block;
+  const float* vrow[kShortKeys];
 
-  for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
-    const std::int64_t n = std::min(kKeys, t_end - tb);
+  for (std::int64_t tb = t0; tb < t_end; tb += width) {
+    const std::int64_t n = std::min(width, t_end - tb);
     gather_rows(kv, tb, n, block);
-    const std::int64_t next = std::min(kKeys, t_end - tb - kKeys);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kKeys, next, row_bytes);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kKeys, next, row_bytes);
+    const std::int64_t next = std::min(width, t_end - tb - width);
+    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + width, next, row_bytes);
+    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + width, next, row_bytes);
 
     // 1. kt[d][key] for the block; keys past n are zero.
     for (std::int64_t d = 0; d < dim; d += 16)
@@ -177,7 +187,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
           r[i] = key < n ? load_kv16(block.k[key], kv.dtype, d, block.k_scale[key], features) : _mm512_setzero_ps();
         }
         transpose16x16(r);
-        for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * kKeys + 16 * h, r[j]);
+        for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * width + 16 * h, r[j]);
       }
     if (kv.dtype == DType::f32 && dim == head_dim) {
       for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
@@ -189,49 +199,56 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
       }
     }
 
-    // 2. Scores, then the online softmax row by row.
-    if (n <= 16) score_rows<1>(q, rows, dim, kt, s);
-    else score_rows<2>(q, rows, dim, kt, s);
+    // 2. Scores, 32 keys at a time, then the online softmax row by row:
+    //    the block's max (masked lanes -inf, written back), then its exps.
+    for (std::int64_t c = 0; c < n; c += kKeys) {
+      if (n - c <= 16) score_rows<1>(q, rows, dim, kt + c, s + c, width);
+      else score_rows<2>(q, rows, dim, kt + c, s + c, width);
+    }
+    const std::int64_t vectors = (n + 15) / 16;
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* sr = s + r * kKeys;
+      float* sr = s + r * width;
       const std::int64_t pos = r / group;
       const std::int64_t limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
       const std::int64_t valid = std::clamp<std::int64_t>(limit - tb, 0, n);
-      const __mmask16 v0 = tail_mask(valid), v1 = tail_mask(std::max<std::int64_t>(valid - 16, 0));
-      if (valid == 0) {
-        _mm512_store_ps(sr, _mm512_setzero_ps());
-        _mm512_store_ps(sr + 16, _mm512_setzero_ps());
+      const auto clear = [&] {
+        for (std::int64_t j = 0; j < vectors; ++j) _mm512_store_ps(sr + 16 * j, _mm512_setzero_ps());
         alpha[r] = 1.0f;
+      };
+      if (valid == 0) {
+        clear();
         continue;
       }
-      __m512 x0 = _mm512_load_ps(sr), x1 = _mm512_load_ps(sr + 16);
-      if (a.mask) {
-        const void* mrow = advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride);
-        x0 = _mm512_add_ps(x0, load_mask16(a, mrow, std::min<std::int64_t>(valid, 16)));
-        if (valid > 16) x1 = _mm512_add_ps(x1, load_mask16(a, advance(mrow, a.mask_dtype, 16 * a.mask_key_stride), valid - 16));
+      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      __m512 vmax = _mm512_set1_ps(kNegInf);
+      for (std::int64_t j = 0; j < vectors; ++j) {
+        const std::int64_t left = valid - 16 * j;
+        __m512 x = _mm512_load_ps(sr + 16 * j);
+        if (mrow && left > 0) x = _mm512_add_ps(x, load_mask16(a, advance(mrow, a.mask_dtype, 16 * j * a.mask_key_stride), std::min<std::int64_t>(left, 16)));
+        x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), tail_mask(std::max<std::int64_t>(left, 0)), x);
+        _mm512_store_ps(sr + 16 * j, x);
+        vmax = _mm512_max_ps(vmax, x);
       }
-      x0 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v0, x0);
-      x1 = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), v1, x1);
-      const float block_max = _mm512_reduce_max_ps(_mm512_max_ps(x0, x1));
-      const float m_new = std::max(m[r], block_max);
+      const float m_new = std::max(m[r], _mm512_reduce_max_ps(vmax));
       if (m_new == kNegInf) {  // nothing visible yet: the row stays empty
-        _mm512_store_ps(sr, _mm512_setzero_ps());
-        _mm512_store_ps(sr + 16, _mm512_setzero_ps());
-        alpha[r] = 1.0f;
+        clear();
         continue;
       }
       const __m512 mv = _mm512_set1_ps(m_new);
-      const __m512 p0 = _mm512_maskz_mov_ps(v0, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x0, mv)));
-      const __m512 p1 = _mm512_maskz_mov_ps(v1, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(x1, mv)));
+      __m512 sum = _mm512_setzero_ps();
+      for (std::int64_t j = 0; j < vectors; ++j) {
+        const __mmask16 visible = tail_mask(std::max<std::int64_t>(valid - 16 * j, 0));
+        const __m512 p = _mm512_maskz_mov_ps(visible, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(_mm512_load_ps(sr + 16 * j), mv)));
+        _mm512_store_ps(sr + 16 * j, p);
+        sum = _mm512_add_ps(sum, p);
+      }
       alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m[r] - m_new)));
-      l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
       m[r] = m_new;
-      _mm512_store_ps(sr, p0);
-      _mm512_store_ps(sr + 16, p1);
     }
 
     // 3. O = alpha O + P V.
-    pv_rows_all(s, alpha, o, rows, dim, vrow, n);
+    pv_rows_all(s, width, alpha, o, rows, dim, vrow, n);
   }
 
   finish_rows(a, out, o, dim, m, l);
