@@ -26,7 +26,7 @@ constexpr std::int64_t kTileBytes = avx512::kTileBytes;
 }  // namespace
 
 void flash_attention_bf16(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  avx512::Bf16FlashRows rs(a, t1);
+  avx512::Bf16FlashRows rs(a, t0, t1, kKeys);  // blocks of kKeys: the tile steps below assume them
   const std::int64_t dim = rs.dim, rows = rs.rows, rows_pad = rs.rows_pad, t_end = rs.t_end;
   const std::uint16_t* q = rs.q;
   float* o = rs.o;

@@ -145,7 +145,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // request all their lines before the first is needed.
   for (std::int64_t r = 0; r < rows; ++r) {
     const char* qr = static_cast<const char*>(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride));
-    for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(qr + b, _MM_HINT_T0);
+    for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(qr + b, _MM_HINT_T1);
   }
   for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
     for (std::int64_t d = 0; d < dim; d += 16) {

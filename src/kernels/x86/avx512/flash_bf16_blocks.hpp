@@ -12,16 +12,21 @@
 namespace tessera::kernels::avx512 {
 
 constexpr std::int64_t kBf16FlashKeys = 64;   // keys per block
+// The widest block: a kernel that allows it takes a unit's whole key range
+// in one block when the range is this short (cross-attention to 77 text
+// tokens: 96 keys, one softmax per row instead of two online updates).
+constexpr std::int64_t kBf16FlashShortKeys = 128;
 constexpr std::int64_t kBf16FlashGroup = 32;  // rows per group
 constexpr std::int64_t kTileBytes = 1024;
 
-// Kᵀ tiles of one block: [dim / 32][4 quarters of 16 keys] tiles, row j = d
-// pair j of the chunk, element (key, pair) = 32 bits. Keys past n and
-// features past head_dim (dim: head_dim rounded up to 32) are zero.
-static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
-                                char* out) {
+// Kᵀ tiles of one block of `keys`: [dim / 32][keys / 16 quarters of 16
+// keys] tiles, row j = d pair j of the chunk, element (key, pair) = 32 bits.
+// Keys past n and features past head_dim (dim: head_dim rounded up to 32)
+// are zero.
+static inline void pack_k_tiles(const KvRows<kBf16FlashShortKeys>& rows, std::int64_t n, std::int64_t head_dim,
+                                std::int64_t dim, std::int64_t keys, char* out) {
   for (std::int64_t c = 0; c < dim / 32; ++c)
-    for (std::int64_t h = 0; h < 4; ++h) {
+    for (std::int64_t h = 0; h < keys / 16; ++h) {
       const __mmask32 features = tail_mask32(head_dim - 32 * c);  // the padded dims read as 0
       __m512 r[16];
       for (std::int64_t i = 0; i < 16; ++i) {
@@ -30,17 +35,18 @@ static inline void pack_k_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t
                        : _mm512_setzero_ps();
       }
       transpose16x16(r);
-      char* tile = out + (4 * c + h) * kTileBytes;
+      char* tile = out + (keys / 16 * c + h) * kTileBytes;
       for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(tile + 64 * j, r[j]);
     }
 }
 
-// V tiles of one block: [2 steps of 32 keys][dim / 32][2 halves of 16
-// columns] tiles, row j = keys (2j, 2j + 1) of the step, element (column,
-// key parity) = 16 bits. Keys past n and columns past head_dim are zero.
-static inline void pack_v_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
-                                char* out) {
-  for (std::int64_t j = 0; j < kBf16FlashKeys / 2; ++j) {
+// V tiles of one block of `keys`: [keys / 32 steps of 32 keys][dim /
+// 32][2 halves of 16 columns] tiles, row j = keys (2j, 2j + 1) of the step,
+// element (column, key parity) = 16 bits. Keys past n and columns past
+// head_dim are zero.
+static inline void pack_v_tiles(const KvRows<kBf16FlashShortKeys>& rows, std::int64_t n, std::int64_t head_dim,
+                                std::int64_t dim, std::int64_t keys, char* out) {
+  for (std::int64_t j = 0; j < keys / 2; ++j) {
     const auto* even = 2 * j < n ? static_cast<const std::uint16_t*>(rows.v[2 * j]) : nullptr;
     const auto* odd = 2 * j + 1 < n ? static_cast<const std::uint16_t*>(rows.v[2 * j + 1]) : nullptr;
     for (std::int64_t col = 0; col < dim; col += 16) {
@@ -57,27 +63,30 @@ static inline void pack_v_tiles(const KvRows<kBf16FlashKeys>& rows, std::int64_t
 namespace {
 
 // One unit's rows (rows_pad: whole groups, zero-padded) through the blocks
-// of keys [t0, t_end): q (bf16, unscaled), the f32 sums o, m, l and alpha;
-// per group its scores (f32, [32][64]) and P (bf16, [32][64]); the block's
-// packed K and V tiles. Rows of q, o and the tiles span dim, the head dim
-// rounded up to 32 with zero features.
+// of `keys` keys of [t0, t_end): q (bf16, unscaled), the f32 sums o, m, l
+// and alpha; per group its scores (f32, [32][keys]) and P (bf16,
+// [32][keys]); the block's packed K and V tiles. Rows of q, o and the tiles
+// span dim, the head dim rounded up to 32 with zero features. Blocks are
+// kBf16FlashKeys wide, or the whole range in one block, in whole steps of
+// 32 keys, where it is no longer than max_keys.
 struct Bf16FlashRows {
   const AttentionArgs& a;
-  std::int64_t head_dim, dim, rows, group, t_end, rows_pad;
+  std::int64_t head_dim, dim, rows, group, t_end, rows_pad, keys;
   std::uint16_t* q;
   float *o, *m, *l, *alpha;
   float* s_buf[2];  // two groups' scores (the AMX kernel overlaps them)
   std::uint16_t* p;
   std::int64_t* limit;  // per row: keys t < limit are visible
   char *kp, *vp;        // K and V tiles: (D / 32) x 4 tiles each
-  KvRows<kBf16FlashKeys> block;
+  KvRows<kBf16FlashShortKeys> block;
   alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
 
-  Bf16FlashRows(const AttentionArgs& args, std::int64_t t1)
+  Bf16FlashRows(const AttentionArgs& args, std::int64_t t0, std::int64_t t1, std::int64_t max_keys)
       : a(args), head_dim(args.head_dim), dim((args.head_dim + 31) / 32 * 32), rows(args.rows), group(args.group) {
     t_end = visible_keys_end(a, t1);
+    keys = t_end - t0 <= max_keys ? std::max(kBf16FlashKeys, (t_end - t0 + 31) / 32 * 32) : kBf16FlashKeys;
     rows_pad = (std::max<std::int64_t>(rows, 1) + kBf16FlashGroup - 1) / kBf16FlashGroup * kBf16FlashGroup;
-    const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kBf16FlashGroup * kBf16FlashKeys * (2 * 4 + 2);
+    const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kBf16FlashGroup * keys * (2 * 4 + 2);
     char* base = static_cast<char*>(thread_scratch(ScratchSlot::a_panel, state));
     q = reinterpret_cast<std::uint16_t*>(base);
     o = reinterpret_cast<float*>(q + rows_pad * dim);
@@ -85,11 +94,17 @@ struct Bf16FlashRows {
     l = m + rows_pad;
     alpha = l + rows_pad;
     s_buf[0] = alpha + rows_pad;
-    s_buf[1] = s_buf[0] + kBf16FlashGroup * kBf16FlashKeys;
-    p = reinterpret_cast<std::uint16_t*>(s_buf[1] + kBf16FlashGroup * kBf16FlashKeys);
-    limit = reinterpret_cast<std::int64_t*>(p + kBf16FlashGroup * kBf16FlashKeys);
-    kp = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * 8 * kTileBytes));
-    vp = kp + (dim / 32) * 4 * kTileBytes;
+    s_buf[1] = s_buf[0] + kBf16FlashGroup * keys;
+    p = reinterpret_cast<std::uint16_t*>(s_buf[1] + kBf16FlashGroup * keys);
+    limit = reinterpret_cast<std::int64_t*>(p + kBf16FlashGroup * keys);
+    kp = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * (keys / 16) * 2 * kTileBytes));
+    vp = kp + (dim / 32) * (keys / 16) * kTileBytes;
+    // The rows of q are usually a page apart ([B, S, H, D]) and read once:
+    // request all their lines before the first is copied.
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto* src = static_cast<const char*>(a.q) + 2 * ((r / group) * a.q_pos_stride + (r % group) * a.q_head_stride);
+      for (std::int64_t b = 0; b < 2 * head_dim; b += 64) _mm_prefetch(src + b, _MM_HINT_T1);
+    }
     for (std::int64_t r = 0; r < rows_pad; ++r) {
       auto* qr = q + r * dim;
       if (r < rows) {
@@ -110,11 +125,11 @@ struct Bf16FlashRows {
   void load_block(std::int64_t tb, std::int64_t n) {
     const KvSource& kv = a.kv;
     gather_rows(kv, tb, n, block);
-    const std::int64_t next = std::min(kBf16FlashKeys, t_end - tb - kBf16FlashKeys);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + kBf16FlashKeys, next, head_dim * 2);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + kBf16FlashKeys, next, head_dim * 2);
-    pack_k_tiles(block, n, head_dim, dim, kp);
-    pack_v_tiles(block, n, head_dim, dim, vp);
+    const std::int64_t next = std::min(keys, t_end - tb - keys);
+    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + keys, next, head_dim * 2);
+    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + keys, next, head_dim * 2);
+    pack_k_tiles(block, n, head_dim, dim, keys, kp);
+    pack_v_tiles(block, n, head_dim, dim, keys, vp);
   }
 
   // The first group that sees some of the block's keys: causal, a group
@@ -133,18 +148,19 @@ struct Bf16FlashRows {
     const __m512 scale = _mm512_set1_ps(a.scale);
     for (std::int64_t i = i0; i < i1; ++i) {
       const std::int64_t r = g + i;
-      auto* pr = p + i * kBf16FlashKeys;
-      const float* sr = sb + i * kBf16FlashKeys;
+      auto* pr = p + i * keys;
+      const float* sr = sb + i * keys;
       m_old[i] = m[r];
       row_sum[i] = 0.0f;
       const std::int64_t valid = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
-      __m512 x[4];
-      if (valid == kBf16FlashKeys && !a.mask) {
-        for (int v = 0; v < 4; ++v) x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
+      const std::int64_t vectors = keys / 16;
+      __m512 x[kBf16FlashShortKeys / 16];
+      if (valid == keys && !a.mask) {
+        for (std::int64_t v = 0; v < vectors; ++v) x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
       } else {
         const std::int64_t pos = r / group;
         const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
-        for (int v = 0; v < 4; ++v) {
+        for (std::int64_t v = 0; v < vectors; ++v) {
           const std::int64_t count = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
           x[v] = _mm512_set1_ps(kNegInf);
           if (count == 0) continue;
@@ -153,16 +169,17 @@ struct Bf16FlashRows {
           x[v] = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), tail_mask(count), x[v]);
         }
       }
-      const __m512 mx = _mm512_max_ps(_mm512_max_ps(x[0], x[1]), _mm512_max_ps(x[2], x[3]));
+      __m512 mx = x[0];
+      for (std::int64_t v = 1; v < vectors; ++v) mx = _mm512_max_ps(mx, x[v]);
       const float m_new = valid == 0 ? kNegInf : std::max(m[r], _mm512_reduce_max_ps(mx));
       if (m_new == kNegInf) {  // nothing visible with a finite logit yet: alpha 1, P 0
-        for (int v = 0; v < 4; v += 2) _mm512_storeu_si512(pr + 16 * v, _mm512_setzero_si512());
+        for (std::int64_t v = 0; v < vectors; v += 2) _mm512_storeu_si512(pr + 16 * v, _mm512_setzero_si512());
         continue;
       }
       const __m512 mv = _mm512_set1_ps(m_new);
-      const bool all_visible = valid == kBf16FlashKeys && !a.mask;  // no -inf lanes to zero
+      const bool all_visible = valid == keys && !a.mask;  // no -inf lanes to zero
       __m512 sum = _mm512_setzero_ps();
-      for (int v = 0; v < 4; v += 2) {
+      for (std::int64_t v = 0; v < vectors; v += 2) {
         // Masked lanes are -inf: they are zeroed, for P and the sum. P
         // rounds to bf16 with vcvtne2ps2bf16 (p >= 0: flushing a subnormal
         // changes nothing).

@@ -1,7 +1,8 @@
 // Flash attention with AVX512-BF16 dot products (vdpbf16ps) for bf16 q, k
-// and v where AMX is absent. The AMX kernel's blocks (64 keys, groups of 32
-// rows, K and V packed into the tile layouts, the same online softmax with
-// P in bf16: avx512/flash_bf16_blocks.hpp), each tile product done with
+// and v where AMX is absent. The AMX kernel's blocks (64 keys, or a unit's
+// whole key range up to 128 keys in one block; groups of 32 rows, K and V
+// packed into the tile layouts, the same online softmax with P in bf16:
+// avx512/flash_bf16_blocks.hpp), each tile product done with
 // vectors: a 32-bit broadcast of a bf16 pair of q (or P) times a 64-byte
 // tile row, the pairs of 16 columns. That is half the instructions of the
 // f32 kernel's FMAs for the same products, and no f32 copies of K or V.
@@ -15,7 +16,6 @@ namespace {
 
 using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
 
-constexpr std::int64_t kKeys = kBf16FlashKeys;
 constexpr std::int64_t kGroup = kBf16FlashGroup;
 
 // acc += the bf16 pair at `pair` (broadcast) times the 16 pairs of `b`.
@@ -26,28 +26,29 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
 }
 
 // Scores of RR rows of q (bf16, `dim` apart) for the 16 keys of quarter
-// `quarter` of the block: each Kᵀ tile row is d pair j of 16 keys. Quarters
-// rather than halves: a short last block (cross-attention to 77 tokens: 13
-// keys) computes 16 keys, not 32.
+// `quarter` of a block of `keys`: each Kᵀ tile row is d pair j of 16 keys.
+// Quarters rather than halves: a block's last 32 keys may be 16 or fewer.
 template <int RR>
-static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t quarter, float* s) {
+static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t keys, std::int64_t quarter,
+                       float* s) {
   __m512 acc[RR];
   for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < dim / 32; ++c) {
-    const char* tile = kp + (4 * c + quarter) * kTileBytes;
+    const char* tile = kp + (keys / 16 * c + quarter) * kTileBytes;
     for (std::int64_t j = 0; j < 16; ++j) {
       const __m512i k = _mm512_load_si512(tile + 64 * j);
       for (int i = 0; i < RR; ++i) acc[i] = dot_pair(acc[i], q + i * dim + 32 * c + 2 * j, k);
     }
   }
-  for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * kKeys + 16 * quarter, acc[i]);
+  for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * keys + 16 * quarter, acc[i]);
 }
 
-// O[RR rows][32 c : 32 c + 32] = alpha O + P V over the block's first n
-// keys: each V tile row is the key pair j of 16 columns (of a step of 32).
+// O[RR rows][32 c : 32 c + 32] = alpha O + P V over the first n keys of a
+// block of `keys`: each V tile row is the key pair j of 16 columns (of a
+// step of 32).
 template <int RR>
-static void pv_tile(const std::uint16_t* p, const float* alpha, float* o, std::int64_t dim, const char* vp, std::int64_t c,
-                    std::int64_t n) {
+static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alpha, float* o, std::int64_t dim, const char* vp,
+                    std::int64_t c, std::int64_t n) {
   __m512 acc[RR][2];
   for (int i = 0; i < RR; ++i) {
     const __m512 al = _mm512_set1_ps(alpha[i]);
@@ -59,7 +60,7 @@ static void pv_tile(const std::uint16_t* p, const float* alpha, float* o, std::i
     for (std::int64_t j = 0, pairs = std::min<std::int64_t>(16, (n - 32 * step + 1) / 2); j < pairs; ++j) {
       const __m512i v0 = _mm512_load_si512(t0 + 64 * j), v1 = _mm512_load_si512(t0 + kTileBytes + 64 * j);
       for (int i = 0; i < RR; ++i) {
-        const std::uint16_t* pair = p + i * kKeys + 32 * step + 2 * j;
+        const std::uint16_t* pair = p + i * keys + 32 * step + 2 * j;
         acc[i][0] = dot_pair(acc[i][0], pair, v0);
         acc[i][1] = dot_pair(acc[i][1], pair, v1);
       }
@@ -77,22 +78,22 @@ static void pv_tile(const std::uint16_t* p, const float* alpha, float* o, std::i
 // keys): scores in slivers of 16 rows, P V in 12 + 12 + 8 rows (24
 // accumulators at most).
 void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  Bf16FlashRows rs(a, t1);
-  const std::int64_t dim = rs.dim;
-  for (std::int64_t tb = t0; tb < rs.t_end; tb += kKeys) {
-    const std::int64_t n = std::min(kKeys, rs.t_end - tb);
+  Bf16FlashRows rs(a, t0, t1, kBf16FlashShortKeys);
+  const std::int64_t dim = rs.dim, keys = rs.keys;
+  for (std::int64_t tb = t0; tb < rs.t_end; tb += keys) {
+    const std::int64_t n = std::min(keys, rs.t_end - tb);
     rs.load_block(tb, n);
     for (std::int64_t g = rs.first_group(tb); g < rs.rows_pad; g += kGroup) {
       float* sb = rs.s_buf[0];
       for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
-        for (std::int64_t r = 0; r < kGroup; r += 16) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, quarter, sb + r * kKeys);
+        for (std::int64_t r = 0; r < kGroup; r += 16) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, keys, quarter, sb + r * keys);
       rs.softmax_rows(g, 0, kGroup, sb, tb, n);
       rs.finish_group(g);
       for (std::int64_t c = 0; c < dim / 32; ++c) {
         float* oc = rs.o + g * dim + 32 * c;
-        pv_tile<12>(rs.p, rs.alpha + g, oc, dim, rs.vp, c, n);
-        pv_tile<12>(rs.p + 12 * kKeys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, n);
-        pv_tile<8>(rs.p + 24 * kKeys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, n);
+        pv_tile<12>(rs.p, keys, rs.alpha + g, oc, dim, rs.vp, c, n);
+        pv_tile<12>(rs.p + 12 * keys, keys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, n);
+        pv_tile<8>(rs.p + 24 * keys, keys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, n);
       }
     }
   }
