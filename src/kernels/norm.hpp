@@ -16,6 +16,16 @@ namespace tessera::kernels {
 
 enum class NormKind { rms, layer };
 
+// How the SIMD rows write their outputs: `rows` rows together, `cols`
+// columns at a time across them, so that those columns of gamma and beta
+// serve every row of the block from L1. One row (all its columns) where a
+// row of v with gamma and beta (read as f32) fits in L1d.
+struct NormOutputBlock {
+  std::int64_t rows, cols;  // rows: 1 or kNormOutputRows
+};
+constexpr std::int64_t kNormOutputRows = 4;
+NormOutputBlock norm_output_block(std::int64_t cols, DType v, bool beta, const hw::Info& hw);
+
 struct NormArgs {
   NormKind kind;
   DType x_dtype, residual_dtype, sum_dtype, gamma_dtype, beta_dtype, y_dtype;
@@ -34,6 +44,7 @@ struct NormArgs {
   std::int64_t y_row_stride, y_col_stride;
   float eps;
   bool stream_y;  // streaming stores for y (RowTiling::stream_output)
+  NormOutputBlock output;
 };
 
 // 1 / sqrt(var + eps). var >= 0 as every row computes it (a sum of squares,

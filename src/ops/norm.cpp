@@ -24,10 +24,11 @@ class NormPlan final : public Plan {
  public:
   NormPlan(NormKind kind, std::vector<TensorDesc> inputs, std::vector<std::string_view> input_names,
            std::vector<TensorDesc> outputs, int gamma_at, int beta_at, NormAttrs attrs,
-           const kernels::KernelRow<kernels::NormFamily>* row, kernels::RowTiling tiling, SplitDims<4> rows)
+           const kernels::KernelRow<kernels::NormFamily>* row, kernels::RowTiling tiling, kernels::NormOutputBlock output,
+           SplitDims<4> rows)
       : Plan(row->name, bytes_of_all(inputs, outputs), flops_of(kind, outputs)),
         kind_(kind), inputs_(std::move(inputs)), input_names_(std::move(input_names)), outputs_(std::move(outputs)),
-        gamma_at_(gamma_at), beta_at_(beta_at), attrs_(attrs), row_(row), tiling_(tiling), rows_(rows) {}
+        gamma_at_(gamma_at), beta_at_(beta_at), attrs_(attrs), row_(row), tiling_(tiling), output_(output), rows_(rows) {}
 
   std::string_view op() const override { return op_name(kind_, has_residual()); }
 
@@ -59,7 +60,7 @@ class NormPlan final : public Plan {
           gamma ? in[gamma_at_].data() : nullptr, gamma ? gamma->strides[0] : 0,
           beta ? in[beta_at_].data() : nullptr, beta ? beta->strides[0] : 0,
           nullptr, rows_.inner_strides[3], y.strides[last],
-          attrs_.eps, tiling_.stream_output};
+          attrs_.eps, tiling_.stream_output, output_};
       parallel_over(stream.pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 4>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::NormArgs a = args;
@@ -99,6 +100,7 @@ class NormPlan final : public Plan {
   NormAttrs attrs_;
   const kernels::KernelRow<kernels::NormFamily>* row_;
   kernels::RowTiling tiling_;
+  kernels::NormOutputBlock output_;
   SplitDims<4> rows_;  // x, residual, sum, y
 };
 
@@ -156,7 +158,9 @@ Result<PlanPtr> plan_norm(Context& ctx, NormKind kind, const TensorDesc& x, cons
   const kernels::RowProblem problem{x.dtype, y.dtype, gamma ? gamma->dtype : x.dtype, x.numel() / cols, cols, unit || cols == 1};
   const auto* row = kernels::select<kernels::NormFamily>(problem, ctx.isa());
   return PlanPtr(std::make_shared<NormPlan>(kind, std::move(inputs), std::move(names), std::move(outputs), gamma_at, beta_at,
-                                            attrs, row, row->tiling(problem, ctx.hw()), split_last(collapse<4>(lead, strides))));
+                                            attrs, row, row->tiling(problem, ctx.hw()),
+                                            kernels::norm_output_block(cols, sum ? sum->dtype : x.dtype, beta.has_value(), ctx.hw()),
+                                            split_last(collapse<4>(lead, strides))));
 }
 
 std::optional<TensorDesc> desc_of(const std::optional<Tensor>& t) { return t ? std::optional(t->desc()) : std::nullopt; }

@@ -232,55 +232,58 @@ TEST_P(NormTest, StreamingRowsWithEveryParameterType) {
     for (DType dt : {DType::f32, DType::bf16})
       for (const Params& pr : params)
         for (std::int64_t cols : {64L, 300L})
-          for (bool residual : {false, true}) {
-            if (kind == NormKind::rms && pr.beta) continue;
-            SCOPED_TRACE(fmt::format("{} {} cols={} gamma={} beta={} residual={}", kind == NormKind::rms ? "rms" : "layer",
-                                     to_string(dt), cols, pr.gamma ? to_string(*pr.gamma) : "-",
-                                     pr.beta ? to_string(*pr.beta) : "-", residual));
-            const std::int64_t rows = 3;
-            const Tensor x = random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f);
-            const Tensor res = random_tensor(dt, {rows, cols}, 4, -3.0f, 3.0f);
-            const Tensor g = random_tensor(pr.gamma.value_or(DType::f32), {cols}, 2);
-            const Tensor b = random_tensor(pr.beta.value_or(DType::f32), {cols}, 3);
-            Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
-            Tensor sum = zeros(dt, {rows, cols}), ref_sum = zeros(dt, {rows, cols});
-            kernels::NormArgs args{.kind = kind, .x_dtype = dt, .residual_dtype = dt, .sum_dtype = dt,
-                                   .gamma_dtype = pr.gamma.value_or(dt), .beta_dtype = pr.beta.value_or(dt), .y_dtype = dt,
-                                   .cols = cols, .x = x.data(), .x_row_stride = cols, .x_col_stride = 1,
-                                   .residual = residual ? res.data() : nullptr, .residual_row_stride = cols,
-                                   .residual_col_stride = 1, .sum = residual ? sum.data() : nullptr, .sum_row_stride = cols,
-                                   .sum_col_stride = 1, .gamma = pr.gamma ? g.data() : nullptr, .gamma_stride = 1,
-                                   .beta = pr.beta ? b.data() : nullptr, .beta_stride = 1,
-                                   .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .eps = 1e-5f, .stream_y = true};
-            const kernels::RowProblem problem{dt, dt, args.gamma_dtype, rows, cols, true};
-            const auto* row = kernels::select<kernels::NormFamily>(problem, GetParam());
-            row->run(args, 0, rows);
-            args.y = ref.data();
-            if (residual) args.sum = ref_sum.data();
-            kernels::ref::norm(args, 0, rows);
-            EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
-            if (residual) {
-              EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
-              // In place: the sum over x, then y over x.
-              Tensor xs = clone(x), xy = clone(x);
-              args.x = xs.data(), args.sum = xs.data(), args.y = y.data();
+          for (bool residual : {false, true})
+            for (std::int64_t block_rows : {std::int64_t(1), kernels::kNormOutputRows}) {
+              if (kind == NormKind::rms && pr.beta) continue;
+              SCOPED_TRACE(fmt::format("{} {} cols={} gamma={} beta={} residual={} output rows={}", kind == NormKind::rms ? "rms" : "layer",
+                                       to_string(dt), cols, pr.gamma ? to_string(*pr.gamma) : "-",
+                                       pr.beta ? to_string(*pr.beta) : "-", residual, block_rows));
+              // 7 rows: a block of 4 and one of 3; 32 columns at a time across a block.
+              const std::int64_t rows = 7;
+              const Tensor x = random_tensor(dt, {rows, cols}, 1, -3.0f, 3.0f);
+              const Tensor res = random_tensor(dt, {rows, cols}, 4, -3.0f, 3.0f);
+              const Tensor g = random_tensor(pr.gamma.value_or(DType::f32), {cols}, 2);
+              const Tensor b = random_tensor(pr.beta.value_or(DType::f32), {cols}, 3);
+              Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
+              Tensor sum = zeros(dt, {rows, cols}), ref_sum = zeros(dt, {rows, cols});
+              kernels::NormArgs args{.kind = kind, .x_dtype = dt, .residual_dtype = dt, .sum_dtype = dt,
+                                     .gamma_dtype = pr.gamma.value_or(dt), .beta_dtype = pr.beta.value_or(dt), .y_dtype = dt,
+                                     .cols = cols, .x = x.data(), .x_row_stride = cols, .x_col_stride = 1,
+                                     .residual = residual ? res.data() : nullptr, .residual_row_stride = cols,
+                                     .residual_col_stride = 1, .sum = residual ? sum.data() : nullptr, .sum_row_stride = cols,
+                                     .sum_col_stride = 1, .gamma = pr.gamma ? g.data() : nullptr, .gamma_stride = 1,
+                                     .beta = pr.beta ? b.data() : nullptr, .beta_stride = 1,
+                                     .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .eps = 1e-5f, .stream_y = true,
+                                     .output = {block_rows, block_rows == 1 ? cols : 32}};
+              const kernels::RowProblem problem{dt, dt, args.gamma_dtype, rows, cols, true};
+              const auto* row = kernels::select<kernels::NormFamily>(problem, GetParam());
               row->run(args, 0, rows);
-              EXPECT_TRUE(close(xs, ref_sum, tolerance_for(dt))) << row->name;
-              EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
-              args.x = xy.data(), args.sum = sum.data(), args.y = xy.data();
-              row->run(args, 0, rows);
-              EXPECT_TRUE(close(xy, ref, tolerance_for(dt, cols))) << row->name;
-              // A residual of another type (f32 for bf16 x, bf16 for f32 x).
-              const Tensor res_other = random_tensor(dt == DType::f32 ? DType::bf16 : DType::f32, {rows, cols}, 5, -3.0f, 3.0f);
-              args.x = x.data(), args.residual = res_other.data(), args.residual_dtype = res_other.dtype(), args.sum = sum.data();
-              args.y = y.data();
-              row->run(args, 0, rows);
-              args.y = ref.data(), args.sum = ref_sum.data();
+              args.y = ref.data();
+              if (residual) args.sum = ref_sum.data();
               kernels::ref::norm(args, 0, rows);
               EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
-              EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+              if (residual) {
+                EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+                // In place: the sum over x, then y over x.
+                Tensor xs = clone(x), xy = clone(x);
+                args.x = xs.data(), args.sum = xs.data(), args.y = y.data();
+                row->run(args, 0, rows);
+                EXPECT_TRUE(close(xs, ref_sum, tolerance_for(dt))) << row->name;
+                EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+                args.x = xy.data(), args.sum = sum.data(), args.y = xy.data();
+                row->run(args, 0, rows);
+                EXPECT_TRUE(close(xy, ref, tolerance_for(dt, cols))) << row->name;
+                // A residual of another type (f32 for bf16 x, bf16 for f32 x).
+                const Tensor res_other = random_tensor(dt == DType::f32 ? DType::bf16 : DType::f32, {rows, cols}, 5, -3.0f, 3.0f);
+                args.x = x.data(), args.residual = res_other.data(), args.residual_dtype = res_other.dtype(), args.sum = sum.data();
+                args.y = y.data();
+                row->run(args, 0, rows);
+                args.y = ref.data(), args.sum = ref_sum.data();
+                kernels::ref::norm(args, 0, rows);
+                EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+                EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+              }
             }
-          }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, NormTest, ::testing::ValuesIn(isa_levels()), isa_name);

@@ -160,20 +160,23 @@ static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0,
       put32(o.y + c * ys, yt, out16(o, c, 0xffff), out16(o, c + 16, 0xffff), kStream);
     };
     const auto out_masked = [=](const Pending& o, std::int64_t c, __mmask16 m) { put16(o.y + c * ys, yt, out16(o, c, m), m, kStream); };
-    // The output pass on its own. The next row's x (and residual) is
-    // fetched meanwhile: rows are far apart, and a row start is where the
-    // hardware prefetcher stalls. Into L2: into L1 (32 KiB on AMD EPYC Zen
-    // 4) the next rows evicted this one's (AddRmsNorm bf16, 4096 columns:
-    // 10 % slower). The last row fetches itself again (cached: cheap).
-    const auto output = [=](const Pending& o, const char* x_next, const char* res_next) {
-      std::int64_t c = 0;
-      for (; c + 32 <= n; c += 32) {
+    // The output pass on its own, over columns [c0, c1). The same columns
+    // of a later row's x (and residual) are fetched meanwhile: rows are far
+    // apart, and a row start is where the hardware prefetcher stalls. Into
+    // L2: into L1 (32 KiB on AMD EPYC Zen 4) the next rows evicted this
+    // one's (AddRmsNorm bf16, 4096 columns: 10 % slower). The last rows
+    // fetch themselves again (cached: cheap).
+    const auto output = [=](const Pending& o, std::int64_t c0, std::int64_t c1, std::int64_t next) {
+      const char* const x_next = static_cast<const char*>(a.x) + next * a.x_row_stride * xs;
+      const char* const res_next = kResidual ? static_cast<const char*>(a.residual) + next * a.residual_row_stride * rs : nullptr;
+      std::int64_t c = c0;
+      for (; c + 32 <= c1; c += 32) {
         for (std::int64_t b = 0; b < 32 * xs; b += 64) _mm_prefetch(x_next + c * xs + b, _MM_HINT_T1);
         if constexpr (kResidual)
           for (std::int64_t b = 0; b < 32 * rs; b += 64) _mm_prefetch(res_next + c * rs + b, _MM_HINT_T1);
         out32(o, c);
       }
-      for (; c < n; c += 16) out_masked(o, c, tail_mask(n - c));
+      for (; c < c1; c += 16) out_masked(o, c, tail_mask(c1 - c));
     };
     // Row r's first pass (its sum stored, its moments), writing `pending`'s
     // output column by column alongside with_pending: past the L3 the reads
@@ -242,14 +245,19 @@ static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0,
     if constexpr (buffered) {
       Pending pending = first_pass(r0, std::false_type(), Pending{});
       for (std::int64_t r = r0 + 1; r < r1; ++r) pending = first_pass(r, std::true_type(), pending);
-      const std::int64_t last = r1 - 1;  // fetched again (cached: cheap)
-      output(pending, static_cast<const char*>(a.x) + last * a.x_row_stride * xs,
-             static_cast<const char*>(a.residual) + last * a.residual_row_stride * rs);
+      output(pending, 0, n, r1 - 1);
     } else {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::int64_t next = r + 1 < r1 ? r + 1 : r;
-        output(first_pass(r, std::false_type(), Pending{}), static_cast<const char*>(a.x) + next * a.x_row_stride * xs,
-               kResidual ? static_cast<const char*>(a.residual) + next * a.residual_row_stride * rs : nullptr);
+      // Blocks of a.output.rows rows: their first passes, then their
+      // outputs a.output.cols columns at a time (one row: all of them), each
+      // row fetching the same row of the next block.
+      const std::int64_t block = std::max<std::int64_t>(1, a.output.rows);
+      const std::int64_t step = block == 1 ? n : a.output.cols;
+      Pending pending[kNormOutputRows];
+      for (std::int64_t rb = r0; rb < r1; rb += block) {
+        const std::int64_t rows = std::min(block, r1 - rb);
+        for (std::int64_t i = 0; i < rows; ++i) pending[i] = first_pass(rb + i, std::false_type(), Pending{});
+        for (std::int64_t c0 = 0; c0 < n; c0 += step)
+          for (std::int64_t i = 0; i < rows; ++i) output(pending[i], c0, std::min(n, c0 + step), std::min(rb + rows + i, r1 - 1));
       }
     }
   };
