@@ -279,6 +279,19 @@ static inline void softmax_step(const AttentionArgs& a, const RowView& view, std
   m = m_new;
 }
 
+// The online softmax's update of 16 rows (lanes `live`) after a block:
+// alpha = exp(m_old - m_new), 0 for a row's first visible keys (old max
+// -inf) and 1 for a row still empty (both -inf); l = alpha l + row_sum.
+static inline void rescale_rows16(const float* m_old, const float* m_new, const float* row_sum, float* alpha, float* l,
+                                  __mmask16 live) {
+  const __m512 mo = _mm512_maskz_loadu_ps(live, m_old), mn = _mm512_maskz_loadu_ps(live, m_new);
+  __m512 al = exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(mo, mn));
+  al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mo, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_setzero_ps());
+  al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mn, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
+  _mm512_mask_storeu_ps(alpha, live, al);
+  _mm512_mask_storeu_ps(l, live, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(live, l), al, _mm512_maskz_loadu_ps(live, row_sum)));
+}
+
 // The unit's result from its row state: o sums [rows][dim] (row stride
 // o_stride >= dim), running max m and sum l.
 static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t o_stride,

@@ -37,8 +37,14 @@ static void score_tile(const float* q, std::int64_t dim, const float* kt, float*
   for (int i = 0; i < RR; ++i)
     for (int h = 0; h < H; ++h) acc[i][h] = _mm512_setzero_ps();
   for (std::int64_t d = 0; d < dim; ++d) {
+    // Loaded into a local and pinned there: pinned as an array element, each
+    // vector was also stored to the stack on every step.
     __m512 k[H];
-    for (int h = 0; h < H; ++h) k[h] = _mm512_load_ps(kt + d * width + 16 * h), keep_in_register(k[h]);
+    for (int h = 0; h < H; ++h) {
+      __m512 v = _mm512_load_ps(kt + d * width + 16 * h);
+      keep_in_register(v);
+      k[h] = v;
+    }
     for (int i = 0; i < RR; ++i) {
       const __m512 b = _mm512_set1_ps(q[d * kScoreRows + i]);
       for (int h = 0; h < H; ++h) acc[i][h] = _mm512_fmadd_ps(b, k[h], acc[i][h]);
@@ -127,13 +133,15 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // Keys per block: all of a short range at once, else kKeys.
   const std::int64_t width = t_end - t0 <= kShortKeys ? std::max<std::int64_t>(kKeys, (t_end - t0 + kKeys - 1) / kKeys * kKeys) : kKeys;
 
-  // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 3)));
+  // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha,
+  // and the block's row sums.
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 4)));
   float* o = q + (rows + 16) * dim;  // q: whole pairs of slivers
   float* s = o + rows * dim;
   float* m = s + rows * width;
   float* l = m + rows;
   float* alpha = l + rows;
+  float* row_sum = alpha + rows;
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
@@ -205,28 +213,36 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
       if (n - c <= 16) score_rows<1>(q, rows, dim, kt + c, s + c, width);
       else score_rows<2>(q, rows, dim, kt + c, s + c, width);
     }
+    // Per row: the new max, P and the row's sum; alpha holds the old max
+    // until all rows have theirs, then alpha = exp(old - new) for 16 rows
+    // per exp, and l follows.
     const std::int64_t vectors = (n + 15) / 16;
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s + r * width;
       const std::int64_t pos = r / group;
       const std::int64_t limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
       const std::int64_t valid = std::clamp<std::int64_t>(limit - tb, 0, n);
+      alpha[r] = m[r];
+      row_sum[r] = 0.0f;
       const auto clear = [&] {
         for (std::int64_t j = 0; j < vectors; ++j) _mm512_store_ps(sr + 16 * j, _mm512_setzero_ps());
-        alpha[r] = 1.0f;
       };
       if (valid == 0) {
         clear();
         continue;
       }
       const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      // Every lane of every vector visible and no mask: nothing to mask.
+      const bool whole = valid == 16 * vectors && !mrow;
       __m512 vmax = _mm512_set1_ps(kNegInf);
       for (std::int64_t j = 0; j < vectors; ++j) {
-        const std::int64_t left = valid - 16 * j;
         __m512 x = _mm512_load_ps(sr + 16 * j);
-        if (mrow && left > 0) x = _mm512_add_ps(x, load_mask16(a, advance(mrow, a.mask_dtype, 16 * j * a.mask_key_stride), std::min<std::int64_t>(left, 16)));
-        x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), tail_mask(std::max<std::int64_t>(left, 0)), x);
-        _mm512_store_ps(sr + 16 * j, x);
+        if (!whole) {
+          const std::int64_t left = valid - 16 * j;
+          if (mrow && left > 0) x = _mm512_add_ps(x, load_mask16(a, advance(mrow, a.mask_dtype, 16 * j * a.mask_key_stride), std::min<std::int64_t>(left, 16)));
+          x = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), tail_mask(std::max<std::int64_t>(left, 0)), x);
+          _mm512_store_ps(sr + 16 * j, x);
+        }
         vmax = _mm512_max_ps(vmax, x);
       }
       const float m_new = std::max(m[r], _mm512_reduce_max_ps(vmax));
@@ -237,15 +253,15 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
       const __m512 mv = _mm512_set1_ps(m_new);
       __m512 sum = _mm512_setzero_ps();
       for (std::int64_t j = 0; j < vectors; ++j) {
-        const __mmask16 visible = tail_mask(std::max<std::int64_t>(valid - 16 * j, 0));
-        const __m512 p = _mm512_maskz_mov_ps(visible, exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(_mm512_load_ps(sr + 16 * j), mv)));
+        __m512 p = exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(_mm512_load_ps(sr + 16 * j), mv));
+        if (!whole) p = _mm512_maskz_mov_ps(tail_mask(std::max<std::int64_t>(valid - 16 * j, 0)), p);
         _mm512_store_ps(sr + 16 * j, p);
         sum = _mm512_add_ps(sum, p);
       }
-      alpha[r] = m[r] == kNegInf ? 0.0f : _mm512_cvtss_f32(exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_set1_ps(m[r] - m_new)));
-      l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(sum);
+      row_sum[r] = _mm512_reduce_add_ps(sum);
       m[r] = m_new;
     }
+    for (std::int64_t r = 0; r < rows; r += 16) rescale_rows16(alpha + r, m + r, row_sum + r, alpha + r, l + r, tail_mask(rows - r));
 
     // 3. O = alpha O + P V.
     pv_rows_all(s, width, alpha, o, rows, dim, vrow, n);

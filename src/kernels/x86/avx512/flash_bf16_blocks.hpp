@@ -199,14 +199,8 @@ struct Bf16FlashRows {
 
   // alpha = exp(m_old - m) and l = alpha l + the row sums, for group g.
   void finish_group(std::int64_t g) {
-    for (std::int64_t h = 0; h < kBf16FlashGroup; h += 16) {
-      const __m512 mo = _mm512_load_ps(m_old + h), mn = _mm512_load_ps(m + g + h);
-      __m512 al = exp16<ExpArg::nonpositive, ExpTiny::normal>(_mm512_sub_ps(mo, mn));
-      al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mo, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_setzero_ps());
-      al = _mm512_mask_mov_ps(al, _mm512_cmp_ps_mask(mn, _mm512_set1_ps(kNegInf), _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
-      _mm512_store_ps(alpha + g + h, al);
-      _mm512_store_ps(l + g + h, _mm512_fmadd_ps(_mm512_load_ps(l + g + h), al, _mm512_load_ps(row_sum + h)));
-    }
+    for (std::int64_t h = 0; h < kBf16FlashGroup; h += 16)
+      rescale_rows16(m_old + h, m + g + h, row_sum + h, alpha + g + h, l + g + h, 0xffff);
   }
 };
 
