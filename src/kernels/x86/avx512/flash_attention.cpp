@@ -81,21 +81,28 @@ template <int RR, int NV>
 static void pv_tile(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t dim,
                     const float* const* vrow, std::int64_t n, std::int64_t c) {
   __m512 acc[RR][NV];
+#pragma GCC unroll 8
   for (int i = 0; i < RR; ++i) {
     const __m512 a = _mm512_set1_ps(alpha[i]);
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(a, _mm512_loadu_ps(o + i * dim + c + 16 * v));
   }
   for (std::int64_t t = 0; t < n; ++t) {
     __m512 b[RR];
+#pragma GCC unroll 8
     for (int i = 0; i < RR; ++i) b[i] = _mm512_set1_ps(p[i * width + t]);
     const float* vr = vrow[t] + c;
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       __m512 x = _mm512_loadu_ps(vr + 16 * v);
       keep_in_register(x);
+#pragma GCC unroll 8
       for (int i = 0; i < RR; ++i) acc[i][v] = _mm512_fmadd_ps(b[i], x, acc[i][v]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < RR; ++i)
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + c + 16 * v, acc[i][v]);
 }
 

@@ -32,14 +32,17 @@ template <int RR>
 static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t keys, std::int64_t quarter,
                        float* s) {
   __m512 acc[RR];
+#pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < dim / 32; ++c) {
     const char* tile = kp + (keys / 16 * c + quarter) * kTileBytes;
     for (std::int64_t j = 0; j < 16; ++j) {
       const __m512i k = _mm512_load_si512(tile + 64 * j);
+#pragma GCC unroll 16
       for (int i = 0; i < RR; ++i) acc[i] = dot_pair(acc[i], q + i * dim + 32 * c + 2 * j, k);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * keys + 16 * quarter, acc[i]);
 }
 
@@ -50,6 +53,7 @@ template <int RR>
 static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alpha, float* o, std::int64_t dim, const char* vp,
                     std::int64_t c, std::int64_t n) {
   __m512 acc[RR][2];
+#pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) {
     const __m512 al = _mm512_set1_ps(alpha[i]);
     acc[i][0] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim));
@@ -59,6 +63,7 @@ static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alph
     const char* t0 = vp + (step * 2 * (dim / 32) + 2 * c) * kTileBytes;
     for (std::int64_t j = 0, pairs = std::min<std::int64_t>(16, (n - 32 * step + 1) / 2); j < pairs; ++j) {
       const __m512i v0 = _mm512_load_si512(t0 + 64 * j), v1 = _mm512_load_si512(t0 + kTileBytes + 64 * j);
+#pragma GCC unroll 16
       for (int i = 0; i < RR; ++i) {
         const std::uint16_t* pair = p + i * keys + 32 * step + 2 * j;
         acc[i][0] = dot_pair(acc[i][0], pair, v0);
@@ -66,6 +71,7 @@ static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alph
       }
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) {
     _mm512_storeu_ps(o + i * dim, acc[i][0]);
     _mm512_storeu_ps(o + i * dim + 16, acc[i][1]);
