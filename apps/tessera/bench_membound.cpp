@@ -1,6 +1,6 @@
 // `tessera bench membound`: the memory-bound ops — activations, binary and
 // gated elementwise ops, normalizations, softmax, reductions, layout copies,
-// resize, quantization — against oneDNN's primitives where oneDNN has the op,
+// resize, quantization, embedding gathers — against oneDNN's primitives where oneDNN has the op,
 // and each fused op against the chain of its unfused Tessera parts, with
 // STREAM-style copy / triad rows as the roofline, all in one process.
 //
@@ -25,6 +25,7 @@
 #include "tessera/core/hw.hpp"
 #include "tessera/core/tensor.hpp"
 #include "tessera/ops/elementwise.hpp"
+#include "tessera/ops/embedding.hpp"
 #include "tessera/ops/group_norm.hpp"
 #include "tessera/ops/layout.hpp"
 #include "tessera/ops/norm.hpp"
@@ -393,6 +394,24 @@ Result<Case> make_rope(const Env& env) {
   return c;
 }
 
+// Token embeddings: every row of a [T, 4096] table gathered once, in an order
+// no prefetcher can guess (a fixed shuffle of the ids), as a prefill's
+// lookup reads a vocabulary.
+Result<Case> make_embedding(const Env& env) {
+  TESSERA_ASSIGN_OR_RETURN(Tensor table, filled(env.dtype, rows_shape(env), 1));
+  const std::int64_t tokens = table.dim(0);
+  TESSERA_ASSIGN_OR_RETURN(Tensor ids, Tensor::empty(DType::i64, {tokens}));
+  auto* id = ids.data_as<std::int64_t>();
+  for (std::int64_t i = 0; i < tokens; ++i) id[i] = i;
+  for (std::int64_t i = tokens - 1; i > 0; --i) std::swap(id[i], id[(i * 7919 + 13) % (i + 1)]);
+  TESSERA_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(env.dtype, table.shape()));
+  Case c{.name = "embedding", .bytes = bytes_of({table, ids, out})};
+  Stream& s = env.stream;
+  c.impls.push_back({"tessera", [&s, table, ids, out] { return ops::embedding(s, table, ids, out); },
+                     kernel_of(ops::Embedding::plan(env.ctx, table.desc(), ids.desc(), out.desc()))});
+  return c;
+}
+
 // Per-channel (last axis) int8 quantization of an activation, and back.
 Result<Case> make_quantize(const Env& env, bool dequantize) {
   TESSERA_ASSIGN_OR_RETURN(Tensor f, filled(env.dtype, rows_shape(env), 1));
@@ -449,6 +468,7 @@ std::vector<CaseMaker> case_makers() {
       {"resize_nearest2x_nhwc", [](const Env& e) { return make_resize(e, false); }},
       {"resize_bilinear2x_nchw", [](const Env& e) { return make_resize(e, true); }},
       {"rope_half", make_rope},
+      {"embedding", make_embedding},
       {"quantize_i8_per_channel", [](const Env& e) { return make_quantize(e, false); }},
       {"dequantize_i8_per_channel", [](const Env& e) { return make_quantize(e, true); }},
   };

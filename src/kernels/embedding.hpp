@@ -5,12 +5,15 @@
 #include <span>
 
 #include "kernels/registry.hpp"
+#include "kernels/tiling.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels {
 
 struct EmbeddingProblem {
   DType table, out, ids;
+  std::int64_t n;    // elements of out
+  bool unit_stride;  // table rows and out rows with unit column strides
 };
 
 struct EmbeddingArgs {
@@ -22,10 +25,12 @@ struct EmbeddingArgs {
   std::int64_t table_row_stride, table_col_stride;
   void* out;
   std::int64_t out_row_stride, out_col_stride;
+  bool stream_out;  // streaming stores for out (EmbeddingTiling::stream_output)
 };
 
 struct EmbeddingTiling {
   std::int64_t ids_per_task;
+  bool stream_output;  // out is larger than the L3
 };
 
 struct EmbeddingFamily {
@@ -37,5 +42,6 @@ struct EmbeddingFamily {
 std::span<const KernelRow<EmbeddingFamily>> rows(EmbeddingFamily);
 
 namespace ref { void embedding(const EmbeddingArgs& a, std::int64_t i0, std::int64_t i1); }
+namespace avx2 { void embedding(const EmbeddingArgs& a, std::int64_t i0, std::int64_t i1); }
 
 }  // namespace tessera::kernels

@@ -38,7 +38,7 @@ class EmbeddingPlan final : public Plan {
       }
       const kernels::EmbeddingArgs args{table.dtype, ids.dtype, table.shape[1], nullptr, ids_.inner_strides[0],
                                         in[0].data(), table.strides[0], table.strides[1], nullptr,
-                                        ids_.inner_strides[1], o.strides[o.rank() - 1]};
+                                        ids_.inner_strides[1], o.strides[o.rank() - 1], tiling_.stream_output};
       parallel_over(stream.pool(), ids_.outer, ids_.inner, tiling_.ids_per_task,
                     [&](const std::array<std::int64_t, 2>& off, std::int64_t i0, std::int64_t i1) {
                       kernels::EmbeddingArgs a = args;
@@ -77,7 +77,8 @@ Result<PlanPtr> Embedding::plan(Context& ctx, const TensorDesc& table, const Ten
   Strides out_rows;
   for (int i = 0; i < ids.rank(); ++i) out_rows.push_back(out.strides[i]);
   const auto dims = split_last(collapse<2>(ids.shape, {ids.strides, out_rows}));
-  const kernels::EmbeddingProblem problem{table.dtype, out.dtype, ids.dtype};
+  const kernels::EmbeddingProblem problem{table.dtype, out.dtype, ids.dtype, out.numel(),
+                                          table.strides[1] == 1 && out.strides[out.rank() - 1] == 1};
   const auto* row = kernels::select<kernels::EmbeddingFamily>(problem, ctx.isa());
   return PlanPtr(std::make_shared<EmbeddingPlan>(std::array{table, ids, out}, row, row->tiling(problem, ctx.hw()), dims));
 }

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/embedding.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -80,19 +82,46 @@ TEST_P(GatherRopeTest, RopeMatchesReference) {
 }
 
 TEST_P(GatherRopeTest, EmbeddingGathersRows) {
-  for (DType dt : kFloatTypes) {
-    Tensor table = random_tensor(dt, {50, 33}, 3);
-    Tensor ids = zeros(DType::i64, {2, 3});
-    const std::int64_t values[] = {0, 49, 7, 7, 13, 1};
-    for (int i = 0; i < 6; ++i) ids.data_as<std::int64_t>()[i] = values[i];
-    Tensor out = zeros(dt, {2, 3, 33});
-    ASSERT_TRUE(ops::embedding(stream_, table, ids, out).ok());
-    for (int i = 0; i < 6; ++i) {
-      Tensor row = value_or_die(table.slice(0, values[i], values[i] + 1));
-      Tensor got = value_or_die(value_or_die(out.reshape({6, 33})).slice(0, i, i + 1));
-      EXPECT_TRUE(close(got, row, {0, 0, 1.0}));
+  // Rows of 33 elements (no whole number of vectors, odd bytes for 16-bit
+  // types), 1 (a lone tail), 256; and a transposed table (column stride 50:
+  // the reference row).
+  for (DType dt : kFloatTypes)
+    for (std::int64_t cols : {1, 33, 256})
+      for (bool transposed : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} cols={} transposed={}", to_string(dt), cols, transposed));
+        Tensor table = transposed ? value_or_die(random_tensor(dt, {cols, 50}, 3).transpose(0, 1)) : random_tensor(dt, {50, cols}, 3);
+        Tensor ids = zeros(DType::i64, {2, 3});
+        const std::int64_t values[] = {0, 49, 7, 7, 13, 1};
+        for (int i = 0; i < 6; ++i) ids.data_as<std::int64_t>()[i] = values[i];
+        Tensor out = zeros(dt, {2, 3, cols});
+        ASSERT_TRUE(ops::embedding(stream_, table, ids, out).ok());
+        for (int i = 0; i < 6; ++i) {
+          Tensor row = clone(value_or_die(table.slice(0, values[i], values[i] + 1)));
+          Tensor got = value_or_die(value_or_die(out.reshape({6, cols})).slice(0, i, i + 1));
+          EXPECT_TRUE(close(got, row, {0, 0, 1.0}));
+        }
+      }
+}
+
+TEST_P(GatherRopeTest, EmbeddingRowsStreamingMatchTheReference) {
+  // The row a plan picks with streaming stores (plans ask for them only past
+  // the L3): rows of 66 bytes (bf16, 33 columns) are not aligned and go
+  // out unstreamed, the others streamed.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t cols : {1, 33, 256}) {
+      SCOPED_TRACE(fmt::format("{} cols={}", to_string(dt), cols));
+      const Tensor table = random_tensor(dt, {50, cols}, 3);
+      Tensor ids = zeros(DType::i32, {6});
+      const std::int32_t values[] = {0, 49, 7, 7, 13, 1};
+      std::copy(values, values + 6, ids.data_as<std::int32_t>());
+      Tensor out = zeros(dt, {6, cols}), ref = zeros(dt, {6, cols});
+      kernels::EmbeddingArgs args{dt, DType::i32, cols, ids.data(), 1, table.data(), cols, 1, out.data(), cols, 1, true};
+      const auto* row = kernels::select<kernels::EmbeddingFamily>({dt, dt, DType::i32, 6 * cols, true}, GetParam());
+      row->run(args, 0, 6);
+      args.out = ref.data();
+      kernels::ref::embedding(args, 0, 6);
+      EXPECT_TRUE(close(out, ref, {0, 0, 1.0})) << row->name;
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GatherRopeTest, ::testing::ValuesIn(isa_levels()), isa_name);
