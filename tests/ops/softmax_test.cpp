@@ -92,6 +92,19 @@ TEST_P(SoftmaxTest, MaskedRowsAndSpecials) {
   EXPECT_TRUE(close(yn, rn, tolerance_for(DType::f32)));
   EXPECT_TRUE(std::isnan(yn.data_as<float>()[0]));
   EXPECT_FALSE(std::isnan(yn.data_as<float>()[40]));
+  // A NaN among -inf logits (the row's max is -inf) still makes the row NaN,
+  // where all -inf gives zeros; a +inf logit gives NaN, as in the reference.
+  Tensor xs = zeros(DType::f32, {3, 40}), ys = zeros(DType::f32, {3, 40}), rs = zeros(DType::f32, {3, 40});
+  for (int c = 0; c < 120; ++c) xs.data_as<float>()[c] = c < 80 ? -kInf : float(c % 7);
+  xs.data_as<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  xs.data_as<float>()[90] = kInf;
+  for (float scale : {1.0f, 0.5f}) {
+    ASSERT_TRUE(ops::softmax(stream_, xs, ys, {.scale = scale}).ok());
+    ASSERT_TRUE(ops::softmax(ref_stream_, xs, rs, {.scale = scale}).ok());
+    EXPECT_TRUE(close(ys, rs, tolerance_for(DType::f32)));
+    EXPECT_TRUE(std::isnan(ys.data_as<float>()[3]));
+    EXPECT_EQ(ys.data_as<float>()[40], 0.0f);
+  }
 }
 
 TEST_P(SoftmaxTest, LogSoftmaxSpecials) {

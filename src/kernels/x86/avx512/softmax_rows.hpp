@@ -20,8 +20,8 @@ constexpr std::int64_t kBufferedCols = 4096;
 
 // One row's logits, scale * x [+ mask], for x and mask storage types known
 // at compile time (std::integral_constant) or read from the arguments, and
-// the mask's presence known at compile time.
-template <class X, class M, bool Masked>
+// the mask's presence and a scale other than 1 known at compile time.
+template <class X, class M, bool Masked, bool Scaled>
 struct Row {
   const char* x;
   const char* mask;
@@ -33,7 +33,8 @@ struct Row {
   // the subtraction would not be the one the max saw: log_softmax of one
   // column gave 1e-8, not 0).
   __m512 logits(std::int64_t c, __mmask16 m) const {
-    __m512 l = _mm512_mul_ps(load16(x + c * bytes_of(xt), xt, m), scale);
+    __m512 l = load16(x + c * bytes_of(xt), xt, m);
+    if constexpr (Scaled) l = _mm512_mul_ps(l, scale);
     if constexpr (Masked) l = _mm512_add_ps(l, load16(mask + c * bytes_of(mt), mt, m));
     keep_in_register(l);
     return l;
@@ -50,41 +51,43 @@ constexpr DType out_type() {
 
 // exp(d) for d = logit - max <= 0, in lanes m; 0 in the others and below
 // exp_floor(normal), where the result would be subnormal (see ExpTiny: rows
-// with -inf in their mask ran 7x slower).
+// with -inf in their mask ran 7x slower). A NaN d gives NaN, so a NaN
+// logit makes the row's sum NaN.
 template <DType Out>
 static inline __m512 exp_of_logit(__m512 d, __mmask16 m) {
-  const __mmask16 normal = _mm512_mask_cmp_ps_mask(m, d, _mm512_set1_ps(exp_floor(ExpTiny::normal)), _CMP_GE_OQ);
+  const __mmask16 normal = _mm512_mask_cmp_ps_mask(m, d, _mm512_set1_ps(exp_floor(ExpTiny::normal)), _CMP_NLT_UQ);
   return _mm512_maskz_mov_ps(normal, exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(d));
 }
 
-template <bool Masked, class X, class M, class Y>
+template <bool Masked, bool Scaled, class X, class M, class Y>
 void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::int64_t r1) {
   const std::int64_t xs = bytes_of(xt), ys = bytes_of(yt), ms = bytes_of(mt), cols = a.cols;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const bool log = a.log;
   alignas(64) float exps[kBufferedCols];
   for (std::int64_t r = r0; r < r1; ++r) {
-    const Row<X, M, Masked> row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
+    const Row<X, M, Masked, Scaled> row{static_cast<const char*>(a.x) + r * a.x_row_stride * xs,
                                 Masked ? static_cast<const char*>(a.mask) + r * a.mask_row_stride * ms : nullptr, xt, mt,
                                 _mm512_set1_ps(a.scale)};
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const std::int64_t visible = a.causal ? std::min(cols, std::max<std::int64_t>(0, r + a.causal_offset + 1)) : cols;
 
     // Two of each chain, 32 columns per step (the tail 16 at a time), so
-    // neither the max's nor the sum's latency bounds a pass. NaN is tracked
-    // in a mask register (vfpclassps, korw), not through a general one.
+    // neither the max's nor the sum's latency bounds a pass. A NaN logit
+    // shows in the sum (exp_of_logit); only a row whose max is -inf is
+    // searched for one, as it would be empty (all 0) without.
     __m512 vmax0 = _mm512_set1_ps(neg_inf), vmax1 = vmax0;
-    __mmask16 nan = 0;
     const auto max16 = [&](std::int64_t c, __mmask16 m, __m512& vmax) {
-      const __m512 l = _mm512_mask_mov_ps(_mm512_set1_ps(neg_inf), m, row.logits(c, m));
-      nan = _kor_mask16(nan, _mm512_fpclass_ps_mask(l, 0x81));  // QNaN | SNaN
-      vmax = _mm512_max_ps(vmax, l);
+      vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(_mm512_set1_ps(neg_inf), m, row.logits(c, m)));
     };
     std::int64_t c = 0;
     for (; c + 32 <= visible; c += 32) max16(c, 0xffff, vmax0), max16(c + 16, 0xffff, vmax1);
     for (; c < visible; c += 16) max16(c, tail_mask(visible - c), vmax0);
     const float max = _mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1));
-    const bool empty = max == neg_inf && nan == 0;
+    bool nan = false;
+    if (max == neg_inf)
+      for (c = 0; c < visible && !nan; c += 16) nan = _mm512_mask_fpclass_ps_mask(tail_mask(visible - c), row.logits(c, tail_mask(visible - c)), 0x81);  // QNaN | SNaN
+    const bool empty = max == neg_inf && !nan;
     const bool buffered = !log && visible <= kBufferedCols;
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     const __m512 vm = _mm512_set1_ps(max);
@@ -112,7 +115,7 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
       if (buffered) sum_pass(std::true_type());
       else sum_pass(std::false_type());
     }
-    const float sum = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    const float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     const __m512 inv = _mm512_set1_ps(1.0f / sum);
     const __m512 log_sum = _mm512_set1_ps(log ? float(std::log(double(sum))) : 0.0f);
     const __m512 hidden = _mm512_set1_ps(log ? neg_inf : 0.0f);
@@ -163,7 +166,9 @@ void softmax_rows(const SoftmaxArgs& a, X xt, M mt, Y yt, std::int64_t r0, std::
 template <class EachType>
 static void softmax_any(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1, EachType each_type) {
   const auto with_mask = [&](auto... types) {
-    dispatch_bool(a.mask, [&](auto masked) { softmax_rows<masked()>(a, types..., r0, r1); });
+    dispatch_bool(a.mask, [&](auto masked) {
+      dispatch_bool(a.scale != 1.0f, [&](auto scaled) { softmax_rows<masked(), scaled()>(a, types..., r0, r1); });
+    });
   };
   if (a.x_dtype == a.y_dtype && (!a.mask || a.mask_dtype == a.x_dtype))
     each_type([&](auto t) { with_mask(t, t, t); });
