@@ -8,9 +8,9 @@ bool bf16_output(const RowProblem& p) { return row_vectorizable(p) && p.y == DTy
 
 // Blocks of 4 rows, their gamma and beta columns a quarter of L1d: LayerNorm
 // 5120 x 4096, 1 thread (AMD EPYC, Zen 4; 48 KiB of f32 row, gamma and beta
-// against 32 KiB of L1d), against row by row: f32 7.6-8.3 -> 6.1-6.2 ms,
-// bf16 4.6-5.0 -> 4.3-4.8. RMSNorm f32 (32 KiB) stays row by row: blocks
-// were no faster there, and slower for bf16 rows.
+// against 32 KiB of L1d), against row by row, alternating: f32 8.0-8.5 ->
+// 6.3-6.5 ms, bf16 (40 KiB) even. RMSNorm f32 (32 KiB) stays row by row:
+// blocks were no faster there, and slower for bf16 rows (24 KiB).
 NormOutputBlock norm_output_block(std::int64_t cols, DType v, bool beta, const hw::Info& hw) {
   const std::int64_t param_bytes = 4 * (beta ? 2 : 1);
   if (cols * (bytes_of(v) + param_bytes) <= hw.l1d_bytes) return {1, cols};

@@ -266,7 +266,7 @@ static void norm_rows_with(const NormArgs& a, X xt, V vt, Y yt, std::int64_t r0,
       // Blocks of a.output.rows rows: their first passes, then their
       // outputs a.output.cols columns at a time (one row: all of them), each
       // row fetching the same row of the next block.
-      const std::int64_t block = std::max<std::int64_t>(1, a.output.rows);
+      const std::int64_t block = std::clamp<std::int64_t>(a.output.rows, 1, kNormOutputRows);
       const std::int64_t step = block == 1 ? n : a.output.cols;
       Pending pending[kNormOutputRows];
       for (std::int64_t rb = r0; rb < r1; rb += block) {
