@@ -33,7 +33,7 @@ struct F32Rows {
 struct Bf16Split {
   static __m512 load(const void* row, int v) {
     const __m512i x = _mm512_loadu_si512(static_cast<const char*>(row) + 64 * (v / 2));
-    return _mm512_castsi512_ps(v % 2 == 0 ? _mm512_slli_epi32(x, 16) : _mm512_and_si512(x, _mm512_set1_epi32(int(0xffff0000u))));
+    return v % 2 == 0 ? bf16_even(x) : bf16_odd(x);
   }
 };
 // Where Bf16Split puts feature d of a row: in each 32, the evens then the odds.

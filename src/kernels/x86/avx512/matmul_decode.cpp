@@ -89,8 +89,8 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
           const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
           if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           const __m512i d = _mm512_load_si512(r);
-          even[j] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
-          odd[j] = _mm512_castsi512_ps(_mm512_and_si512(d, _mm512_set1_epi32(int(0xffff0000u))));
+          even[j] = bf16_even(d);
+          odd[j] = bf16_odd(d);
         }
         fma_half(h, k, even);
         fma_half(h, k + 1, odd);

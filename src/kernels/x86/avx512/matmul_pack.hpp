@@ -168,7 +168,7 @@ class BRows32 {
 
  private:
   static __m512 bf16_pair_half(__m512i pairs, std::int64_t odd) {
-    return _mm512_castsi512_ps(odd ? _mm512_and_si512(pairs, _mm512_set1_epi32(int(0xffff0000u))) : _mm512_slli_epi32(pairs, 16));
+    return odd ? bf16_odd(pairs) : bf16_even(pairs);
   }
 
   void raw(std::int64_t k, __m512& lo, __m512& hi) {

@@ -107,8 +107,8 @@ template <class T>
 static inline void load32_unordered(const char* p, T t, __m512& r0, __m512& r1) {
   if (DType(t) == DType::bf16) {
     const __m512i h = _mm512_loadu_si512(p);
-    r0 = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-    r1 = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(int(0xffff0000u))));
+    r0 = bf16_even(h);
+    r1 = bf16_odd(h);
   } else {
     r0 = load16(p, t, 0xffff);
     r1 = load16(p + 16 * bytes_of(t), t, 0xffff);

@@ -37,6 +37,14 @@ static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0
 // The same for 32 lanes of 16 bits (0 <= n).
 static inline __mmask32 tail_mask32(std::int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
+// The f32 values of a vector of bf16 pairs (32 elements): the even elements
+// (the low half of each 32-bit lane) and the odd ones (the high half), one
+// instruction each, for sums and for weights stored in pairs.
+static inline __m512 bf16_even(__m512i pairs) { return _mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)); }
+static inline __m512 bf16_odd(__m512i pairs) {
+  return _mm512_castsi512_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(int(0xffff0000u))));
+}
+
 // Loads n <= 16 elements (masked) of a float storage type as f32.
 static inline __m512 load16(const void* p, DType t, __mmask16 m) {
   switch (t) {
@@ -203,8 +211,8 @@ static inline void store32_rounded_unordered(void* p, DType t, __m512 v0, __m512
   const __m512i h = put32_16bit(p, t, v0, v1, stream);
   if (copy) _mm512_storeu_si512(copy, h);
   if (t == DType::bf16) {
-    r0 = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-    r1 = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(int(0xffff0000u))));
+    r0 = bf16_even(h);
+    r1 = bf16_odd(h);
   } else {
     r0 = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     r1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
