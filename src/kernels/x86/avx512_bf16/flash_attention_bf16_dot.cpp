@@ -28,19 +28,33 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
 // Scores of RR rows of q (bf16, `dim` apart) for the 16 keys of quarter
 // `quarter` of a block of `keys`: each Kᵀ tile row is d pair j of 16 keys.
 // Quarters rather than halves: a block's last 32 keys may be 16 or fewer.
+// The rows' pairs are read through (RR + 2) / 3 base pointers, each serving
+// three rows as base, base + L and base + 2 L (an index register scaled by
+// 1 or 2), and a tile's 16 steps are unrolled into displacements: with a
+// pointer per row the 16 addresses took more registers than there are, and
+// each step reloaded a third of them from the stack.
 template <int RR>
 static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t keys, std::int64_t quarter,
                        float* s) {
+  constexpr int kBases = (RR + 2) / 3;
+  const std::int64_t row_bytes = 2 * dim;
+  const char* base[kBases];
+#pragma GCC unroll 6
+  for (int b = 0; b < kBases; ++b) base[b] = reinterpret_cast<const char*>(q) + 3 * b * row_bytes;
   __m512 acc[RR];
 #pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
   for (std::int64_t c = 0; c < dim / 32; ++c) {
     const char* tile = kp + (keys / 16 * c + quarter) * kTileBytes;
-    for (std::int64_t j = 0; j < 16; ++j) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
       const __m512i k = _mm512_load_si512(tile + 64 * j);
 #pragma GCC unroll 16
-      for (int i = 0; i < RR; ++i) acc[i] = dot_pair(acc[i], q + i * dim + 32 * c + 2 * j, k);
+      for (int i = 0; i < RR; ++i)
+        acc[i] = dot_pair(acc[i], reinterpret_cast<const std::uint16_t*>(base[i / 3] + (i % 3) * row_bytes + 4 * j), k);
     }
+#pragma GCC unroll 6
+    for (int b = 0; b < kBases; ++b) base[b] += 64;  // the next 32 features
   }
 #pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * keys + 16 * quarter, acc[i]);
