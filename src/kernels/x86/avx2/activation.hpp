@@ -10,10 +10,7 @@ static inline __m256 activate8(__m256 v, Act act) {
   switch (act) {
     case Act::none: return v;
     case Act::relu: return _mm256_max_ps(_mm256_setzero_ps(), v);  // max returns its second operand on NaN: NaN stays
-    case Act::gelu_erf: {
-      const __m256 e = erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
-      return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), _mm256_add_ps(e, _mm256_set1_ps(1.0f)));
-    }
+    case Act::gelu_erf: return gelu_erf8(v);
     case Act::gelu_tanh: {
       const __m256 v3 = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
       const __m256 u =
