@@ -54,21 +54,34 @@ static void score_tile(const float* q, std::int64_t dim, const float* kt, float*
     for (int h = 0; h < H; ++h) _mm512_store_ps(s + i * width + 16 * h, acc[i][h]);
 }
 
-template <int H>
-static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s, std::int64_t width) {
+// The scores of chunk c (32 keys, or the block's last n - c <= 32) for
+// every sliver of rows, by as many of its two 16-key halves as the sliver's
+// last row sees (`visible`: keys of the block a row sees; rows go by
+// position, the last one sees the most): under a causal mask the block on
+// the diagonal is half hidden, and its hidden halves are skipped, not
+// computed and then masked.
+static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s, std::int64_t width,
+                       std::int64_t c, std::int64_t n, const std::int64_t* visible) {
   for (std::int64_t r = 0; r < rows; r += kScoreRows) {
+    const std::int64_t rr = std::min(kScoreRows, rows - r), keys = std::min(n, visible[r + rr - 1]) - c;
+    if (keys <= 0) continue;
     const float* sliver = q + r * dim;
-    float* out = s + r * width;
-    switch (std::min(kScoreRows, rows - r)) {
-      case 1: score_tile<1, H>(sliver, dim, kt, out, width); break;
-      case 2: score_tile<2, H>(sliver, dim, kt, out, width); break;
-      case 3: score_tile<3, H>(sliver, dim, kt, out, width); break;
-      case 4: score_tile<4, H>(sliver, dim, kt, out, width); break;
-      case 5: score_tile<5, H>(sliver, dim, kt, out, width); break;
-      case 6: score_tile<6, H>(sliver, dim, kt, out, width); break;
-      case 7: score_tile<7, H>(sliver, dim, kt, out, width); break;
-      default: score_tile<8, H>(sliver, dim, kt, out, width); break;
-    }
+    float* out = s + r * width + c;
+    const float* k = kt + c;
+    const auto tile = [&]<int H>() {
+      switch (rr) {
+        case 1: score_tile<1, H>(sliver, dim, k, out, width); break;
+        case 2: score_tile<2, H>(sliver, dim, k, out, width); break;
+        case 3: score_tile<3, H>(sliver, dim, k, out, width); break;
+        case 4: score_tile<4, H>(sliver, dim, k, out, width); break;
+        case 5: score_tile<5, H>(sliver, dim, k, out, width); break;
+        case 6: score_tile<6, H>(sliver, dim, k, out, width); break;
+        case 7: score_tile<7, H>(sliver, dim, k, out, width); break;
+        default: score_tile<8, H>(sliver, dim, k, out, width); break;
+      }
+    };
+    if (keys <= 16) tile.template operator()<1>();
+    else tile.template operator()<2>();
   }
 }
 
@@ -107,27 +120,29 @@ static void pv_tile(const float* p, std::int64_t width, const float* alpha, floa
 }
 
 // The rows [0, rows) in tiles of RR, the last one of fewer rows.
+// Each tile over the keys its last row sees (P is 0 past a row's own).
 template <int RR, int NV>
 static void pv_chunk(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
-                     std::int64_t dim, const float* const* vrow, std::int64_t n, std::int64_t c) {
+                     std::int64_t dim, const float* const* vrow, const std::int64_t* visible, std::int64_t c) {
   std::int64_t r = 0;
-  for (; r + RR <= rows; r += RR) pv_tile<RR, NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, n, c);
+  for (; r + RR <= rows; r += RR)
+    pv_tile<RR, NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, visible[r + RR - 1], c);
   if constexpr (RR > 1)
-    if (r < rows) pv_chunk<RR - 1, NV>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, n, c);
+    if (r < rows) pv_chunk<RR - 1, NV>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, visible + r, c);
 }
 
 static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
-                        std::int64_t dim, const float* const* vrow, std::int64_t n) {
+                        std::int64_t dim, const float* const* vrow, const std::int64_t* visible) {
   for (std::int64_t c = 0; c < dim; c += 128) {
     switch (std::min<std::int64_t>(8, (dim - c) / 16)) {
-      case 1: pv_chunk<pv_rows<1>(), 1>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 2: pv_chunk<pv_rows<2>(), 2>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 3: pv_chunk<pv_rows<3>(), 3>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 4: pv_chunk<pv_rows<4>(), 4>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 5: pv_chunk<pv_rows<5>(), 5>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 6: pv_chunk<pv_rows<6>(), 6>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      case 7: pv_chunk<pv_rows<7>(), 7>(p, width, alpha, o, rows, dim, vrow, n, c); break;
-      default: pv_chunk<pv_rows<8>(), 8>(p, width, alpha, o, rows, dim, vrow, n, c); break;
+      case 1: pv_chunk<pv_rows<1>(), 1>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 2: pv_chunk<pv_rows<2>(), 2>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 3: pv_chunk<pv_rows<3>(), 3>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 4: pv_chunk<pv_rows<4>(), 4>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 5: pv_chunk<pv_rows<5>(), 5>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 6: pv_chunk<pv_rows<6>(), 6>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      case 7: pv_chunk<pv_rows<7>(), 7>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
+      default: pv_chunk<pv_rows<8>(), 8>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
     }
   }
 }
@@ -141,14 +156,15 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   const std::int64_t width = t_end - t0 <= kShortKeys ? std::max<std::int64_t>(kKeys, (t_end - t0 + kKeys - 1) / kKeys * kKeys) : kKeys;
 
   // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha,
-  // and the block's row sums.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 4)));
+  // and the block's row sums and visible keys.
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 6)));
   float* o = q + (rows + 16) * dim;  // q: whole pairs of slivers
   float* s = o + rows * dim;
   float* m = s + rows * width;
   float* l = m + rows;
   float* alpha = l + rows;
   float* row_sum = alpha + rows;
+  auto* visible = reinterpret_cast<std::int64_t*>(row_sum + (rows + 1) / 2 * 2);
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
@@ -216,19 +232,16 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
 
     // 2. Scores, 32 keys at a time, then the online softmax row by row:
     //    the block's max (masked lanes -inf, written back), then its exps.
-    for (std::int64_t c = 0; c < n; c += kKeys) {
-      if (n - c <= 16) score_rows<1>(q, rows, dim, kt + c, s + c, width);
-      else score_rows<2>(q, rows, dim, kt + c, s + c, width);
-    }
+    for (std::int64_t r = 0; r < rows; ++r)
+      visible[r] = a.causal ? std::clamp<std::int64_t>(std::min(t_end, r / group + a.causal_offset + 1) - tb, 0, n) : n;
+    for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, kt, s, width, c, n, visible);
     // Per row: the new max, P and the row's sum; alpha holds the old max
     // until all rows have theirs, then alpha = exp(old - new) for 16 rows
     // per exp, and l follows.
     const std::int64_t vectors = (n + 15) / 16;
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s + r * width;
-      const std::int64_t pos = r / group;
-      const std::int64_t limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
-      const std::int64_t valid = std::clamp<std::int64_t>(limit - tb, 0, n);
+      const std::int64_t pos = r / group, valid = visible[r];
       alpha[r] = m[r];
       row_sum[r] = 0.0f;
       const auto clear = [&] {
@@ -271,7 +284,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t r = 0; r < rows; r += 16) rescale_rows16(alpha + r, m + r, row_sum + r, alpha + r, l + r, tail_mask(rows - r));
 
     // 3. O = alpha O + P V.
-    pv_rows_all(s, width, alpha, o, rows, dim, vrow, n);
+    pv_rows_all(s, width, alpha, o, rows, dim, vrow, visible);
   }
 
   finish_rows(a, out, o, dim, m, l);
