@@ -105,15 +105,23 @@ void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int6
     rs.load_block(tb, n);
     for (std::int64_t g = rs.first_group(tb); g < rs.rows_pad; g += kGroup) {
       float* sb = rs.s_buf[0];
+      // Rows go by position: a sliver's or tile's last row (of the unit's,
+      // not the padding) sees the most keys, and what none of its rows sees
+      // is not computed (under a causal mask, the hidden part of the
+      // diagonal blocks).
+      const auto seen = [&](std::int64_t last) {
+        return std::clamp<std::int64_t>(rs.limit[std::min(g + last, rs.rows - 1)] - tb, 0, n);
+      };
       for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
-        for (std::int64_t r = 0; r < kGroup; r += 16) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, keys, quarter, sb + r * keys);
+        for (std::int64_t r = 0; r < kGroup; r += 16)
+          if (16 * quarter < seen(r + 15)) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, keys, quarter, sb + r * keys);
       rs.softmax_rows(g, 0, kGroup, sb, tb, n);
       rs.finish_group(g);
       for (std::int64_t c = 0; c < dim / 32; ++c) {
         float* oc = rs.o + g * dim + 32 * c;
-        pv_tile<12>(rs.p, keys, rs.alpha + g, oc, dim, rs.vp, c, n);
-        pv_tile<12>(rs.p + 12 * keys, keys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, n);
-        pv_tile<8>(rs.p + 24 * keys, keys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, n);
+        pv_tile<12>(rs.p, keys, rs.alpha + g, oc, dim, rs.vp, c, seen(11));
+        pv_tile<12>(rs.p + 12 * keys, keys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, seen(23));
+        pv_tile<8>(rs.p + 24 * keys, keys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, seen(31));
       }
     }
   }
