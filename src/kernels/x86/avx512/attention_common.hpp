@@ -62,23 +62,6 @@ static inline void gather_rows(const KvSource& kv, std::int64_t tb, std::int64_t
   }
 }
 
-// Software prefetch for the keys of a later block [tb, tb + n). Rows that
-// follow each other in memory (paged blocks, [B, H, S, D]) are streamed by
-// the hardware prefetcher once it sees the start of a run, so touching the
-// first lines of each run is enough and keeps the fill buffers free for the
-// demand loads; rows a page apart ([B, S, H, D]) are fetched whole.
-static inline void prefetch_rows(const KvSource& kv, const void* base, std::int64_t token_stride, std::int64_t tb,
-                                 std::int64_t n, std::int64_t row_bytes) {
-  const std::int64_t elt = bytes_of(kv.dtype);
-  const bool runs = token_stride * elt == row_bytes;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t t = tb + i;
-    if (runs && i > 0 && (!kv.block_table || t % kv.block_size != 0)) continue;  // not the start of a run
-    const char* row = static_cast<const char*>(base) + kv_token_offset(kv, t, token_stride) * elt;
-    for (std::int64_t b = 0; b < (runs ? 192 : row_bytes); b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
-  }
-}
-
 // The additive mask of one row for `count` <= 16 keys from `row` (zeros past count).
 static inline __m512 load_mask16(const AttentionArgs& a, const void* row, std::int64_t count) {
   if (a.mask_key_stride == 1) return load16(row, a.mask_dtype, tail_mask(count));
@@ -164,6 +147,12 @@ constexpr std::int64_t kMaxRows = 16;
 // them before use (AMD EPYC, Zen 4, bench attention decode_b1, alternating:
 // f32 7-8 -> 10-12 GB/s at 1 thread, 13-15 -> 17-20 at 2; bf16 and int8
 // +10-30 %); on Sapphire Rapids (48 KiB L1) the hint measured within noise.
+// The flash kernels take the same prefetcher with RowBytes 0, any head dim
+// (`row_bytes` set at run time): their burst of every line of the next
+// block at its start (rows a page apart: 512 lines at 32 keys of D = 128)
+// stalled the loads that followed it, and measured no faster than no
+// prefetch at all (f32 prefill S 512, 1 thread, alternating: 25.4-25.9 ms
+// both ways, 24.9-25.1 with the shares).
 // In an unnamed namespace: each ISA's translation unit keeps its own copy
 // (member functions are implicitly inline, and `static` cannot be applied
 // to a class).
@@ -172,6 +161,7 @@ template <std::int64_t RowBytes, std::int64_t Keys>
 struct Prefetcher {
   const char* row[2 * Keys];  // K and V rows, interleaved
   int count = 0, next = 0;
+  std::int64_t row_bytes = RowBytes;
   void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
     count = next = 0;
     KvRows<Keys> rows;  // the addresses as the kernel gathers them: no division per key
@@ -185,7 +175,7 @@ struct Prefetcher {
   void issue(int share, int of) {
     int i = next;
     for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); i < end; ++i)
-      for (std::int64_t b = 0; b < RowBytes; b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T1);
+      for (std::int64_t b = 0; b < (RowBytes > 0 ? RowBytes : row_bytes); b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T1);
     next = i;
   }
 };

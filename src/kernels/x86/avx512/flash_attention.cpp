@@ -6,8 +6,9 @@
 //   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
 //   3. O = alpha · O + P · V, with O row chunks held in registers across the
 //      32 keys. f32 V is read in place; bf16 / int8 V is converted first.
-// The next block's K and V rows are prefetched: in [B, S, H, D] layouts the
-// rows of one head are a page apart, where the hardware prefetcher stops.
+// The next block's K and V rows are prefetched, a share per row of the
+// softmax: in [B, S, H, D] layouts the rows of one head are a page apart,
+// where the hardware prefetcher stops.
 // Any head dim: q, kt, V and O are held padded with zeros to a multiple of
 // 16 features (SD 1.x's 40-wide heads), the tails read and written masked.
 #include "kernels/scratch.hpp"
@@ -200,13 +201,13 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   const std::int64_t row_bytes = head_dim * bytes_of(kv.dtype);
   KvRows<kShortKeys> block;
   const float* vrow[kShortKeys];
+  Prefetcher<0, kShortKeys> pf;
+  pf.row_bytes = row_bytes;
 
   for (std::int64_t tb = t0; tb < t_end; tb += width) {
     const std::int64_t n = std::min(width, t_end - tb);
     gather_rows(kv, tb, n, block);
-    const std::int64_t next = std::min(width, t_end - tb - width);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + width, next, row_bytes);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + width, next, row_bytes);
+    pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));  // issued row by row of the softmax
 
     // 1. kt[d][key] for the block; keys past n are zero.
     for (std::int64_t d = 0; d < dim; d += 16)
@@ -240,6 +241,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // per exp, and l follows.
     const std::int64_t vectors = (n + 15) / 16;
     for (std::int64_t r = 0; r < rows; ++r) {
+      pf.issue(int(r), int(rows));
       float* sr = s + r * width;
       const std::int64_t pos = r / group, valid = visible[r];
       alpha[r] = m[r];

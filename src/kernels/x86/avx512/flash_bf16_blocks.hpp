@@ -79,6 +79,7 @@ struct Bf16FlashRows {
   std::int64_t* limit;  // per row: keys t < limit are visible
   char *kp, *vp;        // K and V tiles: (D / 32) x 4 tiles each
   KvRows<kBf16FlashShortKeys> block;
+  Prefetcher<0, kBf16FlashShortKeys> pf;  // the next block's rows, a share per row of the softmax
   alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
 
   Bf16FlashRows(const AttentionArgs& args, std::int64_t t0, std::int64_t t1, std::int64_t max_keys)
@@ -97,6 +98,7 @@ struct Bf16FlashRows {
     s_buf[1] = s_buf[0] + kBf16FlashGroup * keys;
     p = reinterpret_cast<std::uint16_t*>(s_buf[1] + kBf16FlashGroup * keys);
     limit = reinterpret_cast<std::int64_t*>(p + kBf16FlashGroup * keys);
+    pf.row_bytes = 2 * head_dim;
     kp = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * (keys / 16) * 2 * kTileBytes));
     vp = kp + (dim / 32) * (keys / 16) * kTileBytes;
     // The rows of q are usually a page apart ([B, S, H, D]) and read once:
@@ -121,13 +123,12 @@ struct Bf16FlashRows {
     }
   }
 
-  // Keys [tb, tb + n) gathered and packed; the next block's prefetched.
+  // Keys [tb, tb + n) gathered and packed; the next block's rows listed
+  // for the prefetcher (softmax_rows issues them).
   void load_block(std::int64_t tb, std::int64_t n) {
     const KvSource& kv = a.kv;
     gather_rows(kv, tb, n, block);
-    const std::int64_t next = std::min(keys, t_end - tb - keys);
-    prefetch_rows(kv, kv.k, kv.k_token_stride, tb + keys, next, head_dim * 2);
-    prefetch_rows(kv, kv.v, kv.v_token_stride, tb + keys, next, head_dim * 2);
+    pf.add_rows(kv, tb + keys, std::clamp<std::int64_t>(t_end - tb - keys, 0, keys));
     pack_k_tiles(block, n, head_dim, dim, keys, kp);
     pack_v_tiles(block, n, head_dim, dim, keys, vp);
   }
@@ -148,6 +149,7 @@ struct Bf16FlashRows {
     const __m512 scale = _mm512_set1_ps(a.scale);
     for (std::int64_t i = i0; i < i1; ++i) {
       const std::int64_t r = g + i;
+      pf.issue(int(r), int(rows_pad));
       auto* pr = p + i * keys;
       const float* sr = sb + i * keys;
       m_old[i] = m[r];
