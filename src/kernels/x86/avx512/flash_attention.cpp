@@ -11,6 +11,8 @@
 // where the hardware prefetcher stops.
 // Any head dim: q, kt, V and O are held padded with zeros to a multiple of
 // 16 features (SD 1.x's 40-wide heads), the tails read and written masked.
+#include <cstdint>
+
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
@@ -165,7 +167,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   float* l = m + rows;
   float* alpha = l + rows;
   float* row_sum = alpha + rows;
-  auto* visible = reinterpret_cast<std::int64_t*>(row_sum + (rows + 1) / 2 * 2);
+  auto* visible = reinterpret_cast<std::int64_t*>((reinterpret_cast<std::uintptr_t>(row_sum + rows) + 7) & ~std::uintptr_t(7));
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
