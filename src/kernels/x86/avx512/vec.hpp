@@ -285,18 +285,22 @@ static inline __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// exp(x) for results stored as bf16 (8 significant bits), to a relative
+// exp(c x) for results stored as bf16 (8 significant bits), to a relative
 // 4e-6 (2^-18) instead of exp16's ~1 ulp of f32, in three fewer
-// instructions: 2^t, t = x log2 e, as 2^n times a degree-4 polynomial of
+// instructions: 2^t, t = x (c log2 e), as 2^n times a degree-4 polynomial of
 // f = t - n in [-0.5, 0.5] (Chebyshev fit, error 3.5e-6; rounding t costs
 // at most 6e-6 more at |x| near 87). A bf16 result then rounds as from the
 // exact value but for values within 2^-18 of a rounding boundary (1 ulp).
-// Same special values as exp16.
+// The constant factor c rides on the multiplication by log2 e (sigmoid's
+// exp(-|x|), silu's exp(-x), tanh's exp(-2|x|): no negation of their own;
+// c of -1 or -2 scales log2 e exactly, so t is what (c x) log2 e gives), and
+// the clamps apply to t. Same special values as exp16.
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m512 exp16_bf16(__m512 x) {
-  if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-  x = exp_lower_clamp<Tiny>(x);
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+static inline __m512 exp16_bf16(__m512 x, float c = 1.0f) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(c * kLog2e));
+  if constexpr (Arg == ExpArg::any) t = _mm512_min_ps(_mm512_set1_ps(89.0f * kLog2e), t);
+  t = _mm512_max_ps(_mm512_set1_ps(exp_floor(Tiny) * kLog2e), t);
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
   __m512 p = _mm512_set1_ps(0.00966636836528778f);
@@ -307,13 +311,13 @@ static inline __m512 exp16_bf16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// The exp and the division behind the functions below, for a result stored
-// as Out: to bf16's precision for bf16 (exp16_bf16; a * rcp14(b), relative
-// error 2^-14, for b >= 1 or +inf), to f32's otherwise.
+// The exp (of c x) and the division behind the functions below, for a
+// result stored as Out: to bf16's precision for bf16 (exp16_bf16; a *
+// rcp14(b), relative error 2^-14, for b >= 1 or +inf), to f32's otherwise.
 template <DType Out, ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m512 exp16_for(__m512 x) {
-  if constexpr (Out == DType::bf16) return exp16_bf16<Arg, Tiny>(x);
-  else return exp16<Arg, Tiny>(x);
+static inline __m512 exp16_for(__m512 x, float c = 1.0f) {
+  if constexpr (Out == DType::bf16) return exp16_bf16<Arg, Tiny>(x, c);
+  else return exp16<Arg, Tiny>(c == 1.0f ? x : _mm512_mul_ps(x, _mm512_set1_ps(c)));
 }
 template <DType Out>
 static inline __m512 divide_for(__m512 a, __m512 b) {
@@ -325,7 +329,7 @@ static inline __m512 divide_for(__m512 a, __m512 b) {
 // below, accurate far into the tails. NaN stays NaN.
 template <DType Out = DType::f32>
 static inline __m512 sigmoid16(__m512 x) {
-  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive>(_mm512_abs_ps(x), -1.0f);
   const __m512 inv = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_mul_ps(inv, negative, inv, e);
@@ -338,7 +342,7 @@ static inline __m512 sigmoid16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 silu16(__m512 x) {
   const __mmask16 minus_inf = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  const __m512 q = divide_for<Out>(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+  const __m512 q = divide_for<Out>(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(x, -1.0f)));
   return _mm512_mask_mov_ps(q, minus_inf, _mm512_set1_ps(-0.0f));
 }
 
@@ -348,7 +352,7 @@ static inline __m512 silu16(__m512 x) {
 template <DType Out = DType::f32>
 static inline __m512 tanh16(__m512 x) {
   const __m512 abs = _mm512_abs_ps(x);
-  const __m512 e = exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(_mm512_mul_ps(abs, _mm512_set1_ps(-2.0f)));
+  const __m512 e = exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(abs, -2.0f);
   __m512 t = divide_for<Out>(_mm512_sub_ps(_mm512_set1_ps(1.0f), e), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   t = _mm512_mask_mov_ps(t, _mm512_cmp_ps_mask(abs, _mm512_set1_ps(0x1p-12f), _CMP_LT_OQ), abs);
   return _mm512_or_ps(t, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));  // copy the sign (and a NaN's payload bits stay NaN)
