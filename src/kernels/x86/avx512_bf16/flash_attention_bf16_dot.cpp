@@ -110,7 +110,7 @@ void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int6
       // is not computed (under a causal mask, the hidden part of the
       // diagonal blocks).
       const auto seen = [&](std::int64_t last) {
-        return std::clamp<std::int64_t>(rs.limit[std::min(g + last, rs.rows - 1)] - tb, 0, n);
+        return std::clamp<std::int64_t>(rs.limit[std::clamp<std::int64_t>(rs.rows - 1, 0, g + last)] - tb, 0, n);
       };
       for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
         for (std::int64_t r = 0; r < kGroup; r += 16)
