@@ -159,15 +159,18 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   const std::int64_t width = t_end - t0 <= kShortKeys ? std::max<std::int64_t>(kKeys, (t_end - t0 + kKeys - 1) / kKeys * kKeys) : kKeys;
 
   // Row state: q (pre-scaled), o sums, scores / probabilities, m, l, alpha,
-  // and the block's row sums and visible keys.
-  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 6)));
+  // the block's row sums, each row's key limit (keys t < limit are visible)
+  // and its visible keys of the block.
+  float* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (rows + 16) * (2 * dim + width + 8)));
   float* o = q + (rows + 16) * dim;  // q: whole pairs of slivers
   float* s = o + rows * dim;
   float* m = s + rows * width;
   float* l = m + rows;
   float* alpha = l + rows;
   float* row_sum = alpha + rows;
-  auto* visible = reinterpret_cast<std::int64_t*>((reinterpret_cast<std::uintptr_t>(row_sum + rows) + 7) & ~std::uintptr_t(7));
+  auto* limit = reinterpret_cast<std::int64_t*>((reinterpret_cast<std::uintptr_t>(row_sum + rows) + 7) & ~std::uintptr_t(7));
+  std::int64_t* visible = limit + rows;
+  for (std::int64_t r = 0; r < rows; ++r) limit[r] = a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
@@ -236,7 +239,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // 2. Scores, 32 keys at a time, then the online softmax row by row:
     //    the block's max (masked lanes -inf, written back), then its exps.
     for (std::int64_t r = 0; r < rows; ++r)
-      visible[r] = a.causal ? std::clamp<std::int64_t>(std::min(t_end, r / group + a.causal_offset + 1) - tb, 0, n) : n;
+      visible[r] = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
     for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, kt, s, width, c, n, visible);
     // Per row: the new max, P and the row's sum; alpha holds the old max
     // until all rows have theirs, then alpha = exp(old - new) for 16 rows
@@ -245,7 +248,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t r = 0; r < rows; ++r) {
       pf.issue(int(r), int(rows));
       float* sr = s + r * width;
-      const std::int64_t pos = r / group, valid = visible[r];
+      const std::int64_t valid = visible[r];
       alpha[r] = m[r];
       row_sum[r] = 0.0f;
       const auto clear = [&] {
@@ -255,7 +258,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         clear();
         continue;
       }
-      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, (r / group) * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
       // Every lane of every vector visible and no mask: nothing to mask.
       const bool whole = valid == 16 * vectors && !mrow;
       __m512 vmax = _mm512_set1_ps(kNegInf);
