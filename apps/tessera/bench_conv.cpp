@@ -3,8 +3,8 @@
 // 640 and 1280 channels, 1x1, 3x3 stride 2 — in f32 and bf16, and each fused
 // variant against what it replaces: bias + SiLU + residual in the conv's
 // epilogue against the bare conv, the unfused chain and oneDNN's post-ops;
-// the nearest x2 upsample read inside the conv against resize-then-conv
-// (Tessera's two ops, oneDNN's resampling + convolution). GFLOP/s as a share
+// the nearest x2 upsample fused into the conv (its sub-pixel form) against
+// resize-then-conv (Tessera's two ops, oneDNN's resampling + convolution). GFLOP/s as a share
 // of the FMA (f32) or AMX (bf16) peak measured in the same run.
 #include <fmt/format.h>
 
@@ -338,7 +338,7 @@ void print_header(const Run& run, Context& ctx) {
   fmt::print("tessera bench conv: {}, {} cores, L3 {} MiB, isa {}\n", hw.cpu_name, hw.cores, hw.l3_bytes >> 20,
              hw::to_string(ctx.isa()));
   fmt::print("tessera: Conv2d on NHWC tensors, batch {}, weights packed once (ConvWeights::pack) outside the timing; "
-             "bias + SiLU + residual fused in its epilogue, the x2 upsample read inside it\n",
+             "bias + SiLU + residual fused in its epilogue, the x2 upsample read inside it (as four sub-pixel convs)\n",
              kBatch);
   fmt::print("tessera_bare: the same conv without the epilogue; tessera_unfused: conv, then add bias, silu, add "
              "residual (Binary, Unary); or Resize (nearest x2) into a tensor, then conv\n");
@@ -350,8 +350,9 @@ void print_header(const Run& run, Context& ctx) {
   fmt::print("median and best of {} repeats (each >= {:.0f} ms of back-to-back calls) after warm-up, implementations "
              "interleaved\n",
              run.measure.repeats, run.measure.repeat_ms);
-  fmt::print("GFLOP/s = 2 x OH x OW x Cout x C x KH x KW, the same count for every implementation; % of the FMA (f32) "
-             "or AMX (bf16) peak measured in this run\n");
+  fmt::print("GFLOP/s = 2 x OH x OW x Cout x C x KH x KW, the same count for every implementation (the upsample's "
+             "sub-pixel convs do 4/9 of it, hence rates past the peak); % of the FMA (f32) or AMX (bf16) peak measured "
+             "in this run\n");
   fmt::print("vs best peer: the other implementation's median / this row's (> 1: this row is faster); tessera against "
              "the fastest peer, the others against tessera (tessera_bare: the fused conv's cost over the bare one)\n");
   fmt::print("targets: 3x3: tessera >= 1.00x onednn on every shape; epilogue: the tessera_bare row < 1.05x tessera "

@@ -22,6 +22,7 @@ struct EpilogueArgs {
   const void* residual = nullptr;  // unit column stride
   DType residual_dtype = DType::f32;
   std::int64_t residual_row_stride = 0, residual_col_stride = 1;
+  std::int64_t residual_run_stride = 0;  // with MatmulArgs::c_run
 };
 
 struct MatmulProblem {
@@ -63,7 +64,20 @@ struct MatmulArgs {
   void* c;
   std::int64_t c_row_stride, c_col_stride;
   EpilogueArgs ep;
+  // C's rows, and the residual's, in runs of c_run rows (0: one run), the
+  // runs c_run_stride (ep.residual_run_stride) elements apart: an upsampling
+  // conv's sub-pixel phase writes every other pixel of every other row.
+  std::int64_t c_run = 0, c_run_stride = 0;
 };
+
+// Element offsets of row m of C and of the residual.
+static inline std::int64_t c_row_offset(const MatmulArgs& a, std::int64_t m) {
+  return a.c_run ? m / a.c_run * a.c_run_stride + m % a.c_run * a.c_row_stride : m * a.c_row_stride;
+}
+static inline std::int64_t residual_row_offset(const MatmulArgs& a, std::int64_t m) {
+  const EpilogueArgs& e = a.ep;
+  return a.c_run ? m / a.c_run * e.residual_run_stride + m % a.c_run * e.residual_row_stride : m * e.residual_row_stride;
+}
 
 // Splits m into the fewest blocks of at most max_block, evened out and
 // rounded up to a multiple of step (a micro-tile's rows, a K grain).

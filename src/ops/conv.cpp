@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -68,27 +69,42 @@ struct ConvTensors {
   }
 };
 
+// One GEMM of a conv: its rows are output pixels of a sample, in tiles
+// whose input patches are gathered (im2col) or read in place (`direct`: x's
+// pixels are the rows, 1x1 stride 1 without padding or upsample).
+// An upsampling conv's sub-pixel phases write every other pixel of every
+// other output row: rows come in runs of `run` pixels (0: a single run),
+// `y_pixel` elements apart within a run and `y_run` between runs, row 0 at
+// `y_at`; likewise the residual. A tile is whole runs or lies within one.
+struct ConvGemm {
+  kernels::Im2colGeometry im2col;
+  std::int64_t k, ld;  // patch length and the gathered rows' stride (elements)
+  std::int64_t pixels;  // rows per sample
+  const Row* row;
+  kernels::MatmulTiling tiling;  // m_block: output pixels per task; n_block: columns per kernel call
+  std::int64_t n_chunk;          // output channels (of a group) per task
+  std::int64_t run, y_at, y_pixel, y_run, residual_at, residual_pixel, residual_run;
+  std::vector<WeightsPtr> weights;      // per group
+  std::vector<kernels::PackedB> packed;  // the kernels' view of them
+
+  std::int64_t m_tiles() const { return (pixels + tiling.m_block - 1) / tiling.m_block; }
+  std::int64_t y_row(std::int64_t p) const { return run ? p / run * y_run + p % run * y_pixel : p * y_pixel; }
+  std::int64_t residual_row(std::int64_t p) const {
+    return run ? p / run * residual_run + p % run * residual_pixel : p * residual_pixel;
+  }
+};
+
 class ConvPlan final : public Plan {
  public:
   struct Spec {
     ConvTensors io;
-    const Row* row;
-    kernels::MatmulTiling tiling;  // m_block: output pixels per task; n_block: columns per kernel call
-    std::int64_t n_chunk;          // output channels (of a group) per task
-    // x's pixels are the GEMM's A rows as they are (1x1, stride 1, no padding,
-    // no upsample, collapsible H x W): no patches to gather.
     bool direct;
-    kernels::Im2colGeometry im2col;
-    std::int64_t k, ld;  // patch length and the gathered rows' stride (elements)
-    std::int64_t x_pixel, y_pixel, residual_pixel;  // element strides between pixels
+    std::int64_t x_pixel;  // direct: elements between x's pixels
+    std::vector<ConvGemm> gemms;  // one, or an upsampling conv's four phases
+    std::int64_t flops;
   };
 
-  explicit ConvPlan(Spec s)
-      : Plan(s.row->name, s.io.bytes, 2 * s.io.y.numel() * s.k),  // K multiply-adds per output element
-        s_(std::move(s)) {
-    for (const WeightsPtr& w : s_.io.w->gemm_weights())
-      packed_.push_back({w->dtype(), w->k(), w->n(), w->values(), w->scales(), w->quant().scale_dtype, w->zeros(), w->group_size()});
-  }
+  explicit ConvPlan(Spec s) : Plan(s.gemms.front().row->name, s.io.bytes, s.flops), s_(std::move(s)) {}
 
   std::string_view op() const override { return "conv2d"; }
 
@@ -106,57 +122,64 @@ class ConvPlan final : public Plan {
     const ConvWeights& w = *s_.io.w;
     const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
     const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
-    const std::int64_t batch = x.shape[0], pixels = s_.io.y.shape[1] * s_.io.y.shape[2];
+    const std::int64_t batch = x.shape[0];
     const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
-    const std::int64_t m_tiles = (pixels + s_.tiling.m_block - 1) / s_.tiling.m_block;
-    const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
     const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(s_.io.y.dtype);
+    // Task t of GEMM i: first[i] <= t < first[i + 1].
+    std::vector<std::int64_t> first{0};
+    for (const ConvGemm& gm : s_.gemms) first.push_back(first.back() + batch * gm.m_tiles() * ((cog + gm.n_chunk - 1) / gm.n_chunk));
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
-    base.b_dtype = packed_[0].dtype;
+    base.b_dtype = s_.gemms[0].packed[0].dtype;
     base.c_dtype = s_.io.y.dtype;
-    base.k = s_.k;
     base.a_col_stride = 1;
-    base.c_row_stride = s_.y_pixel, base.c_col_stride = 1;
+    base.c_col_stride = 1;
     base.ep = {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation), nullptr,
-               bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, s_.residual_pixel, 1};
+               bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, 0, 1};
 
     auto task = [&](std::int64_t t) {
+      std::size_t i = 0;
+      while (t >= first[i + 1]) ++i;
+      const ConvGemm& gm = s_.gemms[i];
+      t -= first[i];
+      const std::int64_t m_tiles = gm.m_tiles(), n_parts = (cog + gm.n_chunk - 1) / gm.n_chunk;
       const std::int64_t n = t / (m_tiles * n_parts), mt = t / n_parts % m_tiles, part = t % n_parts;
-      const std::int64_t p0 = mt * s_.tiling.m_block, rows = std::min(s_.tiling.m_block, pixels - p0);
-      const std::int64_t c0 = part * s_.n_chunk, c1 = std::min(cog, c0 + s_.n_chunk);
+      const std::int64_t p0 = mt * gm.tiling.m_block, rows = std::min(gm.tiling.m_block, gm.pixels - p0);
+      const std::int64_t c0 = part * gm.n_chunk, c1 = std::min(cog, c0 + gm.n_chunk);
       const char* x_n = byte_ptr(in[0]) + n * x.strides[0] * std::int64_t(xb);
-      void* patches = s_.direct ? nullptr : kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(rows * s_.ld) * xb);
+      void* patches = s_.direct ? nullptr : kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(rows * gm.ld) * xb);
+      kernels::MatmulArgs a = base;
+      a.k = gm.k;
+      a.c_row_stride = gm.y_pixel, a.c_run = gm.run, a.c_run_stride = gm.y_run;
+      a.ep.residual_row_stride = gm.residual_pixel, a.ep.residual_run_stride = gm.residual_run;
       for (std::int64_t g = 0; g < w.groups(); ++g) {
-        kernels::MatmulArgs a = base;
-        a.packed = &packed_[std::size_t(g)];
+        a.packed = &gm.packed[std::size_t(g)];
         const char* x_ng = x_n + g * cig * std::int64_t(xb);
         if (s_.direct) {
           a.a = x_ng + p0 * s_.x_pixel * std::int64_t(xb);
           a.a_row_stride = s_.x_pixel;
         } else {
-          kernels::im2col_rows(s_.im2col, x_ng, p0, rows, patches, s_.ld);
+          kernels::im2col_rows(gm.im2col, x_ng, p0, rows, patches, gm.ld);
           a.a = patches;
-          a.a_row_stride = s_.ld;
+          a.a_row_stride = gm.ld;
         }
-        const std::int64_t out_at = (n * s_.io.y.strides[0] + p0 * s_.y_pixel + g * cog);
+        const std::int64_t out_at = n * s_.io.y.strides[0] + gm.y_at + gm.y_row(p0) + g * cog;
         a.c = const_cast<char*>(byte_ptr(y)) + out_at * std::int64_t(yb);
         if (bias) a.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
         if (res) {
           const TensorDesc& r = res->desc();
-          a.ep.residual = byte_ptr(*res) + (n * r.strides[0] + p0 * s_.residual_pixel + g * cog * r.strides[3]) *
+          a.ep.residual = byte_ptr(*res) + (n * r.strides[0] + gm.residual_at + gm.residual_row(p0) + g * cog * r.strides[3]) *
                                                std::int64_t(bytes_of(r.dtype));
         }
-        for (std::int64_t n0 = c0; n0 < c1; n0 += s_.tiling.n_block)
-          s_.row->run(a, s_.tiling, 0, rows, n0, std::min(c1, n0 + s_.tiling.n_block));
+        for (std::int64_t n0 = c0; n0 < c1; n0 += gm.tiling.n_block)
+          gm.row->run(a, gm.tiling, 0, rows, n0, std::min(c1, n0 + gm.tiling.n_block));
       }
     };
-    pool.run_tasks(batch * m_tiles * n_parts, task);
+    pool.run_tasks(first.back(), task);
   }
 
   Spec s_;
-  std::vector<kernels::PackedB> packed_;
 };
 
 // Depthwise (groups == C == Cout): a direct kernel over channels, one task a
@@ -263,6 +286,62 @@ GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std
 
 // ----------------------------------------------------------------- weights
 
+// The taps of one sub-pixel phase of an upsampling conv along one dim: output
+// index 2i + parity reads the upsampled index 2i + parity - pad + t with tap
+// t, which is x's index i + ((parity - pad + t) >> 1). The phase's taps are
+// those offsets from `first` on; the taps that land on the same one add up.
+struct PhaseTaps {
+  std::int64_t shift, first, count;  // shift = parity - pad
+  PhaseTaps(std::int64_t parity, std::int64_t pad, std::int64_t k)
+      : shift(parity - pad), first(shift >> 1), count(((shift + k - 1) >> 1) - first + 1) {}
+  std::int64_t of(std::int64_t t) const { return ((shift + t) >> 1) - first; }  // the phase tap tap t adds into
+};
+
+struct ConvWeights::Phases {
+  struct Phase {
+    PhaseTaps h, w;
+    std::vector<WeightsPtr> gemm;  // per group: [h.count * w.count * Cig, Cog]
+  };
+  std::vector<Phase> phase;  // 2a + b: output rows of parity a, columns of parity b
+  std::int64_t bytes = 0;
+};
+
+struct ConvWeights::PhaseCache {
+  std::mutex mutex;
+  std::vector<std::pair<std::array<std::int64_t, 2>, std::shared_ptr<const Phases>>> by_padding;
+};
+
+Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const {
+  const std::lock_guard lock(phase_cache_->mutex);
+  const std::array<std::int64_t, 2> padding{pad_h, pad_w};
+  for (const auto& [pad, phases] : phase_cache_->by_padding)
+    if (pad == padding) return phases;
+  auto phases = std::make_shared<Phases>();
+  for (std::int64_t a = 0; a < 2; ++a)
+    for (std::int64_t b = 0; b < 2; ++b) phases->phase.push_back({PhaseTaps(a, pad_h, kh_), PhaseTaps(b, pad_w, kw_), {}});
+  const std::int64_t cog = cout_ / groups_;
+  for (const WeightsPtr& packed : gemm_) {
+    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, packed->unpack());  // f32 [KH * KW * Cig, Cog]
+    const float* src = taps.data_as<float>();
+    for (Phases::Phase& ph : phases->phase) {
+      TESSERA_ASSIGN_OR_RETURN(Tensor sums, Tensor::empty(DType::f32, {ph.h.count * ph.w.count * cin_group_, cog}));
+      float* dst = sums.data_as<float>();
+      std::fill(dst, dst + sums.numel(), 0.0f);
+      for (std::int64_t i = 0; i < kh_; ++i)
+        for (std::int64_t j = 0; j < kw_; ++j) {
+          const float* from = src + (i * kw_ + j) * cin_group_ * cog;
+          float* to = dst + (ph.h.of(i) * ph.w.count + ph.w.of(j)) * cin_group_ * cog;
+          for (std::int64_t e = 0; e < cin_group_ * cog; ++e) to[e] += from[e];
+        }
+      TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack_weights(sums, dtype_));
+      phases->bytes += w->bytes();
+      ph.gemm.push_back(std::move(w));
+    }
+  }
+  phase_cache_->by_padding.emplace_back(padding, phases);
+  return std::shared_ptr<const Phases>(std::move(phases));
+}
+
 Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, DType dtype) {
   if (!w.defined()) return Status::invalid_argument("w: not defined");
   TESSERA_RETURN_IF_ERROR(check_float(w.desc(), "w"));
@@ -275,6 +354,7 @@ Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, D
   if (dtype != DType::f32 && dtype != DType::bf16)
     return Status::invalid_argument(fmt::format("dtype: {} cannot be packed for a conv, expected f32 or bf16", to_string(dtype)));
   std::shared_ptr<ConvWeights> out(new ConvWeights());
+  out->phase_cache_ = std::make_shared<PhaseCache>();
   out->cout_ = w.dim(0), out->cin_group_ = w.dim(1), out->kh_ = w.dim(2), out->kw_ = w.dim(3);
   out->groups_ = groups, out->dtype_ = dtype;
   const std::int64_t cog = out->cout_ / groups, k = out->kh_ * out->kw_ * out->cin_group_;
@@ -368,23 +448,58 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   }
 
   ConvPlan::Spec spec{.io = std::move(io)};
-  const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group();
-  spec.k = kh * kw * cig;
-  // The gathered rows are the GEMM's A, read in place where a micro-tile's
-  // rows spread over L1 (C 1280: 11520 f32 a row, 1 KiB short of a multiple
-  // of 4 KiB, spread with 16 more).
-  spec.ld = kernels::round_up(spec.k, 16);
-  while (!kernels::rows_spread_in_l1(spec.ld * std::int64_t(bytes_of(x.dtype)))) spec.ld += 16;
+  const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group(), batch = x.shape[0];
   const std::optional<std::int64_t> x_pixel = pixel_stride(x);
   spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
                 attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();
-  spec.x_pixel = x_pixel.value_or(0), spec.y_pixel = *y_pixel, spec.residual_pixel = *residual_pixel;
-  const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
-  spec.im2col = {x.shape[1] * scale, x.shape[2] * scale, y.shape[2], kh, kw, attrs.stride[0], attrs.stride[1],
-                 attrs.padding[0], attrs.padding[1], attrs.dilation[0], attrs.dilation[1], cig, attrs.upsample_nearest2x,
-                 x.strides[1], x.strides[2], std::size_t(bytes_of(x.dtype))};
-  const GemmChoice gemm = choose_gemm(ctx, x.dtype, y.dtype, *w, x.shape[0], y.shape[1] * y.shape[2], spec.k);
-  spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
+  spec.x_pixel = x_pixel.value_or(0);
+  const std::int64_t res_h = epilogue.residual ? epilogue.residual->strides[1] : 0;
+  const std::int64_t res_w = epilogue.residual ? epilogue.residual->strides[2] : 0;
+  const auto add_gemm = [&](const kernels::Im2colGeometry& geometry, std::int64_t pixels, const std::vector<WeightsPtr>& weights) {
+    ConvGemm gm{.im2col = geometry, .k = geometry.kernel_h * geometry.kernel_w * cig, .pixels = pixels};
+    // The gathered rows are the GEMM's A, read in place where a micro-tile's
+    // rows spread over L1 (C 1280: 11520 f32 a row, 1 KiB short of a
+    // multiple of 4 KiB, spread with 16 more).
+    gm.ld = kernels::round_up(gm.k, 16);
+    while (!kernels::rows_spread_in_l1(gm.ld * std::int64_t(bytes_of(x.dtype)))) gm.ld += 16;
+    const GemmChoice c = choose_gemm(ctx, x.dtype, y.dtype, *w, batch, pixels, gm.k);
+    gm.row = c.row, gm.tiling = c.tiling, gm.n_chunk = c.n_chunk;
+    gm.weights = weights;
+    for (const WeightsPtr& b : weights)
+      gm.packed.push_back({b->dtype(), b->k(), b->n(), b->values(), b->scales(), b->quant().scale_dtype, b->zeros(), b->group_size()});
+    spec.flops += 2 * batch * pixels * w->out_channels() * gm.k;
+    spec.gemms.push_back(std::move(gm));
+    return &spec.gemms.back();
+  };
+  const std::size_t eb = bytes_of(x.dtype);
+  if (attrs.upsample_nearest2x && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
+      attrs.dilation == std::array<std::int64_t, 2>{1, 1}) {
+    // The sub-pixel phases: output pixel (2i + a, 2j + b) is phase 2a + b's
+    // pixel (i, j), a conv of x itself.
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvWeights::Phases> phases, w->upsample_phases(attrs.padding[0], attrs.padding[1]));
+    spec.io.bytes = saturating_add(spec.io.bytes, phases->bytes - w->bytes());
+    for (std::int64_t a = 0; a < 2; ++a)
+      for (std::int64_t b = 0; b < 2; ++b) {
+        const ConvWeights::Phases::Phase& ph = phases->phase[std::size_t(2 * a + b)];
+        const std::int64_t rows = (y.shape[1] - a + 1) / 2, cols = (y.shape[2] - b + 1) / 2;
+        if (rows == 0 || cols == 0) continue;
+        ConvGemm* gm = add_gemm({x.shape[1], x.shape[2], cols, ph.h.count, ph.w.count, 1, 1, -ph.h.first, -ph.w.first, 1, 1, cig,
+                                 false, x.strides[1], x.strides[2], eb},
+                                rows * cols, ph.gemm);
+        gm->run = cols;
+        gm->y_at = a * y.strides[1] + b * y.strides[2], gm->y_pixel = 2 * y.strides[2], gm->y_run = 2 * y.strides[1];
+        gm->residual_at = a * res_h + b * res_w, gm->residual_pixel = 2 * res_w, gm->residual_run = 2 * res_h;
+        gm->tiling.m_block = std::max<std::int64_t>(1, gm->tiling.m_block / cols) * cols;  // whole runs
+      }
+  } else {
+    const std::int64_t scale = attrs.upsample_nearest2x ? 2 : 1;
+    ConvGemm* gm = add_gemm({x.shape[1] * scale, x.shape[2] * scale, y.shape[2], kh, kw, attrs.stride[0], attrs.stride[1],
+                             attrs.padding[0], attrs.padding[1], attrs.dilation[0], attrs.dilation[1], cig,
+                             attrs.upsample_nearest2x, x.strides[1], x.strides[2], eb},
+                            y.shape[1] * y.shape[2], w->gemm_weights());
+    gm->run = 0, gm->y_at = 0, gm->y_pixel = *y_pixel, gm->y_run = 0;
+    gm->residual_at = 0, gm->residual_pixel = *residual_pixel, gm->residual_run = 0;
+  }
   return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));
 }
 

@@ -17,7 +17,11 @@
 //
 // Resize + conv fusion: with upsample_nearest2x the conv reads x as if it
 // were nearest-upsampled by 2 in H and W ([N, 2H, 2W, C], the UNet's
-// upsample block) without that tensor ever being written.
+// upsample block) without that tensor ever being written. At stride 1
+// without dilation it runs as four convs of x itself, one per output pixel
+// parity, with the taps that read the same pixel of x added up (3x3: 2x2
+// taps each, 4/9 of the multiply-adds); their weights are derived on the
+// first such plan and kept with the ConvWeights (16/9 of its bytes at 3x3).
 //
 // Layout: x, y and the residual are [N, H, W, C] with unit channel stride
 // (any other strides). NCHW data is passed as its NHWC view
@@ -66,12 +70,20 @@ class ConvWeights {
   std::int64_t bytes() const;
 
  private:
+  friend struct Conv2d;
+  // An upsampling conv's sub-pixel form (conv.cpp), derived from these
+  // weights on the first plan that asks for it and kept for the next.
+  struct Phases;
+  struct PhaseCache;
+  Result<std::shared_ptr<const Phases>> upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const;
+
   ConvWeights() = default;
   std::int64_t cout_ = 0, cin_group_ = 0, kh_ = 0, kw_ = 0, groups_ = 1;
   DType dtype_ = DType::f32;
   bool depthwise_ = false;
   std::vector<WeightsPtr> gemm_;
   Tensor depthwise_w_;
+  std::shared_ptr<PhaseCache> phase_cache_;
 };
 using ConvWeightsPtr = std::shared_ptr<const ConvWeights>;
 

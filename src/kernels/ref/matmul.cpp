@@ -39,8 +39,8 @@ void matmul(const MatmulArgs& a, const MatmulTiling&, std::int64_t m0, std::int6
       double v = double(ep.scale) * acc[std::size_t(n - n0)];
       if (ep.bias) v += load(ep.bias, ep.bias_dtype, n);
       v = activate(v, ep.act);
-      if (ep.residual) v += load(ep.residual, ep.residual_dtype, m * ep.residual_row_stride + n * ep.residual_col_stride);
-      store(a.c, a.c_dtype, m * a.c_row_stride + n * a.c_col_stride, float(v));
+      if (ep.residual) v += load(ep.residual, ep.residual_dtype, residual_row_offset(a, m) + n * ep.residual_col_stride);
+      store(a.c, a.c_dtype, c_row_offset(a, m) + n * a.c_col_stride, float(v));
     }
   }
 }

@@ -23,8 +23,8 @@ static inline __m256 epilogue_value8(const EpilogueArgs& e, __m256 acc, std::int
 // C[m, n : n + count] (count <= 8) = epilogue(acc).
 static inline void epilogue8(const MatmulArgs& a, __m256 acc, std::int64_t m, std::int64_t n, std::int64_t count) {
   const EpilogueArgs& e = a.ep;
-  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n) : nullptr;
-  store8_n(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, epilogue_value8(e, acc, n, residual, count), count);
+  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, residual_row_offset(a, m) + n) : nullptr;
+  store8_n(advance(a.c, a.c_dtype, c_row_offset(a, m) + n), a.c_dtype, epilogue_value8(e, acc, n, residual, count), count);
 }
 
 // Rows [m, m + rows) x columns [n, min(n + 32, n_end)) of C from an f32 tile with row stride `ld`.

@@ -22,8 +22,8 @@ static inline __m512 epilogue_value16(const EpilogueArgs& e, __m512 acc, std::in
 // C[m, n : n+16] (masked) = epilogue(acc).
 static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, std::int64_t n, __mmask16 mask) {
   const EpilogueArgs& e = a.ep;
-  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, m * e.residual_row_stride + n) : nullptr;
-  store16(advance(a.c, a.c_dtype, m * a.c_row_stride + n), a.c_dtype, epilogue_value16(e, acc, n, residual, mask), mask);
+  const void* residual = e.residual ? advance(e.residual, e.residual_dtype, residual_row_offset(a, m) + n) : nullptr;
+  store16(advance(a.c, a.c_dtype, c_row_offset(a, m) + n), a.c_dtype, epilogue_value16(e, acc, n, residual, mask), mask);
 }
 
 // Asks for the lines the epilogue of rows [m, m + rows) x columns [n, n + 32)
@@ -32,10 +32,10 @@ static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, s
 static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n) {
   const std::int64_t c_bytes = 32 * bytes_of(a.c_dtype), r_bytes = 32 * bytes_of(a.ep.residual_dtype);
   for (std::int64_t i = 0; i < rows; ++i) {
-    const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, (m + i) * a.c_row_stride + n));
+    const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, c_row_offset(a, m + i) + n));
     for (std::int64_t b = 0; b < c_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T1);
     if (!a.ep.residual) continue;
-    const char* r = static_cast<const char*>(advance(a.ep.residual, a.ep.residual_dtype, (m + i) * a.ep.residual_row_stride + n));
+    const char* r = static_cast<const char*>(advance(a.ep.residual, a.ep.residual_dtype, residual_row_offset(a, m + i) + n));
     for (std::int64_t b = 0; b < r_bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T1);
   }
 }
@@ -64,18 +64,21 @@ static inline void epilogue_rows32(const MatmulArgs& a, std::int64_t rows, std::
   for (int h = 0; h < 2; ++h)
     bias[h] = e.bias ? load16(advance(e.bias, e.bias_dtype, n + 16 * h), e.bias_dtype, mask[h]) : _mm512_setzero_ps();
   const auto rows_of = [&](auto ct) {
-    const std::int64_t cs = bytes_of(ct), ldc = a.c_row_stride * cs, ldr = e.residual_row_stride * cs;
-    char* c = static_cast<char*>(a.c) + (m * a.c_row_stride + n) * cs;
-    const char* r = e.residual ? static_cast<const char*>(e.residual) + (m * e.residual_row_stride + n) * cs : nullptr;
+    const std::int64_t cs = bytes_of(ct);
+    char* c = static_cast<char*>(a.c) + n * cs;
+    const char* r = e.residual ? static_cast<const char*>(e.residual) + n * cs : nullptr;
     dispatch_act(e.act, [&](auto act) {
-      for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t i = 0; i < rows; ++i) {
+        char* c_row = c + c_row_offset(a, m + i) * cs;
+        const char* r_row = r ? r + residual_row_offset(a, m + i) * cs : nullptr;
         for (int h = 0; h < halves; ++h) {
           __m512 v = _mm512_mul_ps(acc(i, h), scale);  // then the bias: the rounding epilogue_value16 does
           if (e.bias) v = _mm512_add_ps(v, bias[h]);
           v = activate16(v, act);
-          if (r) v = _mm512_add_ps(v, load16(r + i * ldr + 16 * h * cs, ct, mask[h]));
-          store16(c + i * ldc + 16 * h * cs, ct, v, mask[h]);
+          if (r_row) v = _mm512_add_ps(v, load16(r_row + 16 * h * cs, ct, mask[h]));
+          store16(c_row + 16 * h * cs, ct, v, mask[h]);
         }
+      }
     });
   };
   if (a.c_dtype == DType::f32) rows_of(std::integral_constant<DType, DType::f32>());
