@@ -7,7 +7,7 @@
 
 namespace tessera::kernels {
 
-enum class ScratchSlot { a_panel, b_panel, partial, panel_table, im2col, count };
+enum class ScratchSlot { a_panel, b_panel, partial, panel_table, im2col, winograd, count };
 
 // 64-byte aligned, at least `bytes` long, valid until the next call with this slot on this thread.
 void* thread_scratch(ScratchSlot slot, std::size_t bytes);

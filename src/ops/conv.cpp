@@ -11,6 +11,7 @@
 #include "kernels/im2col.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/scratch.hpp"
+#include "kernels/winograd.hpp"
 #include "ops/common.hpp"
 #include "ops/epilogue.hpp"
 #include "tessera/ops/elementwise.hpp"
@@ -68,6 +69,17 @@ struct ConvTensors {
     return {};
   }
 };
+
+// The kernels' view of packed weights.
+kernels::PackedB packed_view(const PackedWeights& b) {
+  return {b.dtype(), b.k(), b.n(), b.values(), b.scales(), b.quant().scale_dtype, b.zeros(), b.group_size()};
+}
+
+// The rows of `a` through `row` in calls of at most n_block columns: [c0, c1) of rows [0, rows).
+void run_columns(const Row& row, const kernels::MatmulArgs& a, const kernels::MatmulTiling& tiling, std::int64_t rows,
+                 std::int64_t c0, std::int64_t c1) {
+  for (std::int64_t n0 = c0; n0 < c1; n0 += tiling.n_block) row.run(a, tiling, 0, rows, n0, std::min(c1, n0 + tiling.n_block));
+}
 
 // One GEMM of a conv: its rows are output pixels of a sample, in tiles
 // whose input patches are gathered (im2col) or read in place (`direct`: x's
@@ -172,11 +184,98 @@ class ConvPlan final : public Plan {
           a.ep.residual = byte_ptr(*res) + (n * r.strides[0] + gm.residual_at + gm.residual_row(p0) + g * cog * r.strides[3]) *
                                                std::int64_t(bytes_of(r.dtype));
         }
-        for (std::int64_t n0 = c0; n0 < c1; n0 += gm.tiling.n_block)
-          gm.row->run(a, gm.tiling, 0, rows, n0, std::min(c1, n0 + gm.tiling.n_block));
+        run_columns(*gm.row, a, gm.tiling, rows, c0, c1);
       }
     };
     pool.run_tasks(first.back(), task);
+  }
+
+  Spec s_;
+};
+
+// 3x3, stride 1, no dilation or upsample, as Winograd F(2x2, 3x3)
+// (kernels/winograd.hpp): a task takes a block of 2x2 output tiles of one
+// sample and a range of output channels; per group, the input transform
+// into 16 planes, one GEMM per plane with the transformed weights (f32 sums
+// into 16 more planes), and the output transform with the epilogue into y.
+class WinogradConvPlan final : public Plan {
+ public:
+  struct Spec {
+    ConvTensors io;
+    const kernels::KernelRow<kernels::WinogradFamily>* transforms;
+    kernels::WinogradGeometry geometry;
+    std::int64_t tiles;  // per sample
+    const Row* row;
+    kernels::MatmulTiling tiling;  // m_block: tiles per task
+    std::int64_t n_chunk;          // output channels (of a group) per task
+    std::int64_t ld_v, ld_m;       // row strides of the planes of V and M
+    std::vector<WeightsPtr> weights;       // [group][16]: U's planes, [Cig, Cog]
+    std::vector<kernels::PackedB> packed;  // the kernels' view of them
+  };
+
+  explicit WinogradConvPlan(Spec s)
+      : Plan(s.transforms->name, s.io.bytes, 2 * s.io.y.shape[0] * s.tiles * 16 * s.geometry.channels * s.io.y.shape[3]),
+        s_(std::move(s)) {}
+
+  std::string_view op() const override { return "conv2d"; }
+
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
+    return stream.submit(op(), [&] {
+      execute(stream.pool(), in, out[0]);
+      return Status{};
+    });
+  }
+
+ private:
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const {
+    const TensorDesc& x = s_.io.inputs[0];
+    const ConvWeights& w = *s_.io.w;
+    const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
+    const std::int64_t batch = x.shape[0], cig = s_.geometry.channels, cog = w.out_channels() / w.groups();
+    const std::int64_t block = s_.tiling.m_block, blocks = (s_.tiles + block - 1) / block;
+    const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
+    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(s_.io.y.dtype), v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
+
+    kernels::MatmulArgs base{};
+    base.a_dtype = x.dtype;
+    base.b_dtype = s_.packed[0].dtype;
+    base.c_dtype = DType::f32;
+    base.k = cig;
+    base.a_row_stride = s_.ld_v, base.a_col_stride = 1;
+    base.c_row_stride = s_.ld_m, base.c_col_stride = 1;
+    const TensorDesc* r = res ? &res->desc() : nullptr;
+    const kernels::WinogradOutput out_base{nullptr, s_.io.y.dtype, s_.io.y.strides[1], s_.io.y.strides[2],
+                                           {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation), nullptr,
+                                            bias ? bias->dtype() : DType::f32, nullptr, r ? r->dtype : DType::f32,
+                                            r ? r->strides[2] : 0, 1},
+                                           r ? r->strides[1] : 0};
+
+    auto task = [&](std::int64_t t) {
+      const std::int64_t n = t / (blocks * n_parts), blk = t / n_parts % blocks, part = t % n_parts;
+      const std::int64_t t0 = blk * block, count = std::min(block, s_.tiles - t0);
+      const std::int64_t c0 = part * s_.n_chunk, c1 = std::min(cog, c0 + s_.n_chunk);
+      auto* v = static_cast<char*>(kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(16 * v_plane * xb)));
+      auto* m = static_cast<float*>(kernels::thread_scratch(kernels::ScratchSlot::winograd, std::size_t(16 * m_plane) * 4));
+      kernels::MatmulArgs a = base;
+      for (std::int64_t g = 0; g < w.groups(); ++g) {
+        s_.transforms->run.input(s_.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, x.dtype,
+                                 s_.ld_v, v_plane);
+        for (std::int64_t p = 0; p < 16; ++p) {
+          a.a = v + p * v_plane * xb;
+          a.packed = &s_.packed[std::size_t(16 * g + p)];
+          a.c = m + p * m_plane;
+          run_columns(*s_.row, a, s_.tiling, count, c0, c1);
+        }
+        kernels::WinogradOutput o = out_base;
+        o.y = const_cast<char*>(byte_ptr(y)) + (n * s_.io.y.strides[0] + g * cog) * yb;
+        if (bias) o.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
+        if (res) o.ep.residual = byte_ptr(*res) + (n * r->strides[0] + g * cog * r->strides[3]) * std::int64_t(bytes_of(r->dtype));
+        s_.transforms->run.output(s_.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
+      }
+    };
+    pool.run_tasks(batch * blocks * n_parts, task);
   }
 
   Spec s_;
@@ -248,13 +347,14 @@ struct GemmChoice {
   std::int64_t n_chunk;
 };
 
+// `max_block`: a cap on the rows per task (0: none).
 GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std::int64_t batch, std::int64_t pixels,
-                       std::int64_t k) {
+                       std::int64_t k, std::int64_t max_block = 0) {
   const std::int64_t cog = w.out_channels() / w.groups();
   const kernels::MatmulProblem problem{x, w.dtype(), y, true, false, pixels, cog, k, 1, 1, 1, true};
   GemmChoice c{kernels::select<kernels::MatmulFamily>(problem, ctx.isa()), {}, 0};
   c.tiling = c.row->tiling(problem, ctx.hw());
-  c.tiling.m_block = std::max<std::int64_t>(1, std::min(c.tiling.m_block, pixels));
+  c.tiling.m_block = std::max<std::int64_t>(1, std::min({c.tiling.m_block, pixels, max_block > 0 ? max_block : pixels}));
   // The AVX-512 register-blocked rows read the patches in place: no packed
   // copy of A to keep in L2 per K slice, so K goes in slices of up to 1536,
   // with fewer round trips of the partial sums (AMD EPYC, 1 thread, f32 3x3
@@ -306,15 +406,16 @@ struct ConvWeights::Phases {
   std::int64_t bytes = 0;
 };
 
-struct ConvWeights::PhaseCache {
+struct ConvWeights::Derived {
   std::mutex mutex;
-  std::vector<std::pair<std::array<std::int64_t, 2>, std::shared_ptr<const Phases>>> by_padding;
+  std::vector<std::pair<std::array<std::int64_t, 2>, std::shared_ptr<const Phases>>> phases;  // by padding
+  std::shared_ptr<const std::vector<WeightsPtr>> winograd;
 };
 
 Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const {
-  const std::lock_guard lock(phase_cache_->mutex);
+  const std::lock_guard lock(derived_->mutex);
   const std::array<std::int64_t, 2> padding{pad_h, pad_w};
-  for (const auto& [pad, phases] : phase_cache_->by_padding)
+  for (const auto& [pad, phases] : derived_->phases)
     if (pad == padding) return phases;
   auto phases = std::make_shared<Phases>();
   for (std::int64_t a = 0; a < 2; ++a)
@@ -338,8 +439,35 @@ Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(
       ph.gemm.push_back(std::move(w));
     }
   }
-  phase_cache_->by_padding.emplace_back(padding, phases);
+  derived_->phases.emplace_back(padding, phases);
   return std::shared_ptr<const Phases>(std::move(phases));
+}
+
+Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd() const {
+  const std::lock_guard lock(derived_->mutex);
+  if (derived_->winograd) return derived_->winograd;
+  auto planes = std::make_shared<std::vector<WeightsPtr>>();
+  const std::int64_t cog = cout_ / groups_;
+  for (const WeightsPtr& packed : gemm_) {
+    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, packed->unpack());  // f32 [9 * Cig, Cog]: tap-major
+    const float* src = taps.data_as<float>();
+    std::vector<Tensor> u(16);
+    for (Tensor& t : u) {
+      TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
+    }
+    for (std::int64_t e = 0; e < cin_group_ * cog; ++e) {
+      float g[9], plane[16];
+      for (int tap = 0; tap < 9; ++tap) g[tap] = src[tap * cin_group_ * cog + e];
+      kernels::winograd_weights(g, plane);
+      for (int p = 0; p < 16; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
+    }
+    for (const Tensor& t : u) {
+      TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack_weights(t, dtype_));
+      planes->push_back(std::move(w));
+    }
+  }
+  derived_->winograd = planes;
+  return std::shared_ptr<const std::vector<WeightsPtr>>(std::move(planes));
 }
 
 Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, DType dtype) {
@@ -354,7 +482,7 @@ Result<ConvWeightsPtr> ConvWeights::pack(const Tensor& w, std::int64_t groups, D
   if (dtype != DType::f32 && dtype != DType::bf16)
     return Status::invalid_argument(fmt::format("dtype: {} cannot be packed for a conv, expected f32 or bf16", to_string(dtype)));
   std::shared_ptr<ConvWeights> out(new ConvWeights());
-  out->phase_cache_ = std::make_shared<PhaseCache>();
+  out->derived_ = std::make_shared<Derived>();
   out->cout_ = w.dim(0), out->cin_group_ = w.dim(1), out->kh_ = w.dim(2), out->kw_ = w.dim(3);
   out->groups_ = groups, out->dtype_ = dtype;
   const std::int64_t cog = out->cout_ / groups, k = out->kh_ * out->kw_ * out->cin_group_;
@@ -447,8 +575,36 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     return PlanPtr(std::make_shared<DepthwiseConvPlan>(std::move(spec)));
   }
 
-  ConvPlan::Spec spec{.io = std::move(io)};
   const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group(), batch = x.shape[0];
+  const std::int64_t cog = w->out_channels() / w->groups();
+  const std::array<std::int64_t, 2> ones{1, 1};
+  // Winograd on f32 operands only: through bf16 its transformed operands,
+  // rounded, put the error past the bf16 tolerance (x f32, w bf16, 3x3 at
+  // C 24: 0.18 against 0.15).
+  if (kh == 3 && kw == 3 && attrs.stride == ones && attrs.dilation == ones && !attrs.upsample_nearest2x && cig >= 16 &&
+      cog >= 16 && x.dtype == DType::f32 && w->dtype() == DType::f32) {
+    const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog};
+    const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
+    if (transforms && transforms->isa >= hw::Isa::avx512) {  // with scalar transforms the direct conv is faster
+      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd());
+      WinogradConvPlan::Spec spec{.io = std::move(io), .transforms = transforms};
+      const std::int64_t tiles_h = (y.shape[1] + 1) / 2, tiles_w = (y.shape[2] + 1) / 2;
+      spec.geometry = {x.shape[1], x.shape[2], cig, attrs.padding[0], attrs.padding[1], y.shape[1], y.shape[2], tiles_w,
+                       x.strides[1], x.strides[2], x.dtype};
+      spec.tiles = tiles_h * tiles_w;
+      const GemmChoice gemm = choose_gemm(ctx, x.dtype, DType::f32, *w, batch, spec.tiles, cig, transforms->tiling(problem, ctx.hw()).tiles);
+      spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
+      spec.ld_v = kernels::round_up(cig, 16);
+      while (!kernels::rows_spread_in_l1(spec.ld_v * std::int64_t(bytes_of(x.dtype)))) spec.ld_v += 16;
+      spec.ld_m = kernels::round_up(cog, 16);
+      spec.io.bytes = saturating_add(spec.io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
+      spec.weights = *u;
+      for (const WeightsPtr& b : spec.weights) spec.packed.push_back(packed_view(*b));
+      return PlanPtr(std::make_shared<WinogradConvPlan>(std::move(spec)));
+    }
+  }
+
+  ConvPlan::Spec spec{.io = std::move(io)};
   const std::optional<std::int64_t> x_pixel = pixel_stride(x);
   spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
                 attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();
@@ -465,8 +621,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     const GemmChoice c = choose_gemm(ctx, x.dtype, y.dtype, *w, batch, pixels, gm.k);
     gm.row = c.row, gm.tiling = c.tiling, gm.n_chunk = c.n_chunk;
     gm.weights = weights;
-    for (const WeightsPtr& b : weights)
-      gm.packed.push_back({b->dtype(), b->k(), b->n(), b->values(), b->scales(), b->quant().scale_dtype, b->zeros(), b->group_size()});
+    for (const WeightsPtr& b : weights) gm.packed.push_back(packed_view(*b));
     spec.flops += 2 * batch * pixels * w->out_channels() * gm.k;
     spec.gemms.push_back(std::move(gm));
     return &spec.gemms.back();

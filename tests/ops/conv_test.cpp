@@ -216,6 +216,13 @@ std::vector<Case> reference_cases() {
       {1, 32, 32, 64, 64, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
       // Larger: K = 1440 over several slices, Cout over several panels.
       {1, 8, 8, 160, 192, 3, 3, {.padding = {1, 1}}},
+      // Winograd (f32, 3x3 stride 1, >= 16 channels a group): odd output
+      // sizes (tiles cut by the edge), paddings 0 and 2 per axis, groups,
+      // and more tiles than a task's block.
+      {1, 6, 5, 16, 16, 3, 3},
+      {1, 9, 7, 20, 19, 3, 3, {.padding = {2, 0}}},
+      {1, 5, 6, 32, 34, 3, 3, {.padding = {1, 1}, .groups = 2}},
+      {2, 30, 31, 16, 17, 3, 3, {.padding = {1, 1}}},
   };
 }
 
@@ -295,6 +302,24 @@ TEST_P(ConvTest, StridedViews) {
         EXPECT_TRUE(close(y, naive_conv(k, x, w_oihw, {.residual = residual}), t.tolerance(k.reduction())));
       }
     }
+}
+
+TEST_P(ConvTest, WinogradWhereItPays) {
+  // f32 3x3 stride 1 with >= 16 channels a group runs as Winograd where the
+  // AVX-512 transforms are there; through bf16 weights, at stride 2, with
+  // fewer channels, and below AVX-512 it does not.
+  const auto kernel = [&](const Case& k, DType w_dtype) {
+    const ConvWeightsPtr w = pack(random_tensor(DType::f32, k.w_shape(), 1), k.attrs.groups, w_dtype);
+    const Result<ops::PlanPtr> plan =
+        ops::Conv2d::plan(ctx_, zeros(DType::f32, k.x_shape()).desc(), w, zeros(DType::f32, k.y_shape()).desc(), k.attrs);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    return plan.ok() ? std::string((*plan)->kernel()) : std::string();
+  };
+  const Case wide{1, 8, 8, 16, 16, 3, 3, {.padding = {1, 1}}};
+  EXPECT_EQ(kernel(wide, DType::f32) == "winograd_avx512", ctx_.isa() >= hw::Isa::avx512) << kernel(wide, DType::f32);
+  EXPECT_NE(kernel(wide, DType::bf16), "winograd_avx512");
+  EXPECT_NE(kernel({1, 8, 8, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}}, DType::f32), "winograd_avx512");
+  EXPECT_NE(kernel({1, 8, 8, 15, 16, 3, 3, {.padding = {1, 1}}}, DType::f32), "winograd_avx512");
 }
 
 TEST_P(ConvTest, UpsampleEqualsResizeThenConv) {

@@ -23,6 +23,15 @@
 // taps each, 4/9 of the multiply-adds); their weights are derived on the
 // first such plan and kept with the ConvWeights (16/9 of its bytes at 3x3).
 //
+// f32 3x3 convs (x and weights f32) at stride 1, no dilation or upsample,
+// with at least 16 input and output channels per group run as Winograd
+// F(2x2, 3x3) where the AVX-512 transforms are there: 16 multiplies per 2x2
+// output tile and channel pair instead of 36. Its f32 rounding differs from
+// the direct sum's (the transforms add and halve values before the
+// products) and stays within the f32 tolerance; through bf16 operands it
+// would not, so bf16 convs stay direct. The transformed weights (16/9 of
+// the bytes) are derived and kept as the phases are.
+//
 // Layout: x, y and the residual are [N, H, W, C] with unit channel stride
 // (any other strides). NCHW data is passed as its NHWC view
 // (x_nchw.permute({0, 2, 3, 1})): the one-shot conv2d converts an x whose
@@ -71,11 +80,13 @@ class ConvWeights {
 
  private:
   friend struct Conv2d;
-  // An upsampling conv's sub-pixel form (conv.cpp), derived from these
-  // weights on the first plan that asks for it and kept for the next.
+  // Forms derived from these weights on the first plan that asks for them
+  // and kept for the next (conv.cpp): an upsampling conv's sub-pixel
+  // phases, and a 3x3 kernel's Winograd transform ([group][16] planes).
   struct Phases;
-  struct PhaseCache;
+  struct Derived;
   Result<std::shared_ptr<const Phases>> upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const;
+  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd() const;
 
   ConvWeights() = default;
   std::int64_t cout_ = 0, cin_group_ = 0, kh_ = 0, kw_ = 0, groups_ = 1;
@@ -83,7 +94,7 @@ class ConvWeights {
   bool depthwise_ = false;
   std::vector<WeightsPtr> gemm_;
   Tensor depthwise_w_;
-  std::shared_ptr<PhaseCache> phase_cache_;
+  std::shared_ptr<Derived> derived_;
 };
 using ConvWeightsPtr = std::shared_ptr<const ConvWeights>;
 

@@ -1,0 +1,30 @@
+#include "kernels/winograd.hpp"
+
+#include <algorithm>
+
+namespace tessera::kernels {
+
+namespace {
+
+bool float_operands(const WinogradProblem& p) { return is_floating(p.x) && is_floating(p.y) && is_floating(p.residual); }
+
+// A block's 16 planes of V (x's dtype) and of M (f32) within half of L2, so
+// that they are still there when the GEMMs and the output transform come to
+// them; at least 28 tiles (two micro-tiles of rows: the GEMMs' efficiency)
+// and at most 112.
+WinogradTiling winograd_tiling(const WinogradProblem& p, const hw::Info& hw) {
+  const std::int64_t per_tile = 16 * (p.in_channels * std::int64_t(bytes_of(p.x)) + 4 * p.out_channels);
+  return {std::clamp<std::int64_t>(hw.l2_bytes / 2 / std::max<std::int64_t>(1, per_tile) / 14 * 14, 28, 112)};
+}
+
+}  // namespace
+
+std::span<const KernelRow<WinogradFamily>> rows(WinogradFamily) {
+  static const KernelRow<WinogradFamily> kRows[] = {
+      {"winograd_avx512", hw::Isa::avx512, float_operands, winograd_tiling, {avx512::winograd_input, avx512::winograd_output}},
+      {"winograd_ref", hw::Isa::scalar, supports_all, winograd_tiling, {ref::winograd_input, ref::winograd_output}},
+  };
+  return kRows;
+}
+
+}  // namespace tessera::kernels
