@@ -11,8 +11,14 @@ bool float_operands(const WinogradProblem& p) { return is_floating(p.x) && is_fl
 // A block's 16 planes of V (x's dtype) and of M (f32) within half of L2, so
 // that they are still there when the GEMMs and the output transform come to
 // them; at least 28 tiles (two micro-tiles of rows: the GEMMs' efficiency)
-// and at most 112.
+// and at most 112. But each block reads all 16 planes of the weights: when
+// they outgrow half of L3 they come from memory, and 112 tiles a block
+// read them 4x less often than 28 (AMD EPYC, 32 MiB L3, 1 thread, C 1280
+// at 32 x 32: 143-154 -> 135 ms; C 320, whose weights stay in L3: 28
+// tiles 9.1-9.6 ms, 112 11.5-12.6).
 WinogradTiling winograd_tiling(const WinogradProblem& p, const hw::Info& hw) {
+  const std::int64_t weight_bytes = 16 * p.in_channels * p.out_channels * 4;
+  if (weight_bytes > hw.l3_bytes / 2) return {112};
   const std::int64_t per_tile = 16 * (p.in_channels * std::int64_t(bytes_of(p.x)) + 4 * p.out_channels);
   return {std::clamp<std::int64_t>(hw.l2_bytes / 2 / std::max<std::int64_t>(1, per_tile) / 14 * 14, 28, 112)};
 }
