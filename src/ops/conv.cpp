@@ -81,6 +81,28 @@ void run_columns(const Row& row, const kernels::MatmulArgs& a, const kernels::Ma
   for (std::int64_t n0 = c0; n0 < c1; n0 += tiling.n_block) row.run(a, tiling, 0, rows, n0, std::min(c1, n0 + tiling.n_block));
 }
 
+// What the conv plans share: run()'s checks, then execute() on the
+// stream's pool.
+class ConvPlanBase : public Plan {
+ public:
+  ConvPlanBase(std::string_view kernel, const ConvTensors& io, std::int64_t flops) : Plan(kernel, io.bytes, flops), io_(io) {}
+
+  std::string_view op() const override { return "conv2d"; }
+
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    TESSERA_RETURN_IF_ERROR(io_.check(in, out));
+    return stream.submit(op(), [this, &stream, in, out] {
+      execute(stream.pool(), in, out[0]);
+      return Status{};
+    });
+  }
+
+ protected:
+  virtual void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const = 0;
+
+  ConvTensors io_;
+};
+
 // One GEMM of a conv: its rows are output pixels of a sample, in tiles
 // whose input patches are gathered (im2col) or read in place (`direct`: x's
 // pixels are the rows, 1x1 stride 1 without padding or upsample).
@@ -106,37 +128,26 @@ struct ConvGemm {
   }
 };
 
-class ConvPlan final : public Plan {
+class ConvPlan final : public ConvPlanBase {
  public:
   struct Spec {
-    ConvTensors io;
     bool direct;
     std::int64_t x_pixel;  // direct: elements between x's pixels
     std::vector<ConvGemm> gemms;  // one, or an upsampling conv's four phases
     std::int64_t flops;
   };
 
-  explicit ConvPlan(Spec s) : Plan(s.gemms.front().row->name, s.io.bytes, s.flops), s_(std::move(s)) {}
-
-  std::string_view op() const override { return "conv2d"; }
-
-  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
-    return stream.submit(op(), [&] {
-      execute(stream.pool(), in, out[0]);
-      return Status{};
-    });
-  }
+  ConvPlan(const ConvTensors& io, Spec s) : ConvPlanBase(s.gemms.front().row->name, io, s.flops), s_(std::move(s)) {}
 
  private:
-  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const {
-    const TensorDesc& x = s_.io.inputs[0];
-    const ConvWeights& w = *s_.io.w;
-    const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const override {
+    const TensorDesc& x = io_.inputs[0];
+    const ConvWeights& w = *io_.w;
+    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
     const std::int64_t batch = x.shape[0];
     const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
-    const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(s_.io.y.dtype);
+    const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
     // Task t of GEMM i: first[i] <= t < first[i + 1].
     std::vector<std::int64_t> first{0};
     for (const ConvGemm& gm : s_.gemms) first.push_back(first.back() + batch * gm.m_tiles() * ((cog + gm.n_chunk - 1) / gm.n_chunk));
@@ -144,10 +155,10 @@ class ConvPlan final : public Plan {
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
     base.b_dtype = s_.gemms[0].packed[0].dtype;
-    base.c_dtype = s_.io.y.dtype;
+    base.c_dtype = io_.y.dtype;
     base.a_col_stride = 1;
     base.c_col_stride = 1;
-    base.ep = {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation), nullptr,
+    base.ep = {io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, 0, 1};
 
     auto task = [&](std::int64_t t) {
@@ -176,7 +187,7 @@ class ConvPlan final : public Plan {
           a.a = patches;
           a.a_row_stride = gm.ld;
         }
-        const std::int64_t out_at = n * s_.io.y.strides[0] + gm.y_at + gm.y_row(p0) + g * cog;
+        const std::int64_t out_at = n * io_.y.strides[0] + gm.y_at + gm.y_row(p0) + g * cog;
         a.c = const_cast<char*>(byte_ptr(y)) + out_at * std::int64_t(yb);
         if (bias) a.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
         if (res) {
@@ -198,10 +209,9 @@ class ConvPlan final : public Plan {
 // sample and a range of output channels; per group, the input transform
 // into 16 planes, one GEMM per plane with the transformed weights (f32 sums
 // into 16 more planes), and the output transform with the epilogue into y.
-class WinogradConvPlan final : public Plan {
+class WinogradConvPlan final : public ConvPlanBase {
  public:
   struct Spec {
-    ConvTensors io;
     const kernels::KernelRow<kernels::WinogradFamily>* transforms;
     kernels::WinogradGeometry geometry;
     std::int64_t tiles;  // per sample
@@ -213,30 +223,20 @@ class WinogradConvPlan final : public Plan {
     std::vector<kernels::PackedB> packed;  // the kernels' view of them
   };
 
-  explicit WinogradConvPlan(Spec s)
-      : Plan(s.transforms->name, s.io.bytes, 2 * s.io.y.shape[0] * s.tiles * 16 * s.geometry.channels * s.io.y.shape[3]),
+  WinogradConvPlan(const ConvTensors& io, Spec s)
+      : ConvPlanBase(s.transforms->name, io, 2 * io.y.shape[0] * s.tiles * 16 * s.geometry.channels * io.y.shape[3]),
         s_(std::move(s)) {}
 
-  std::string_view op() const override { return "conv2d"; }
-
-  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
-    return stream.submit(op(), [&] {
-      execute(stream.pool(), in, out[0]);
-      return Status{};
-    });
-  }
-
  private:
-  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const {
-    const TensorDesc& x = s_.io.inputs[0];
-    const ConvWeights& w = *s_.io.w;
-    const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const override {
+    const TensorDesc& x = io_.inputs[0];
+    const ConvWeights& w = *io_.w;
+    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
     const std::int64_t batch = x.shape[0], cig = s_.geometry.channels, cog = w.out_channels() / w.groups();
     const std::int64_t block = s_.tiling.m_block, blocks = (s_.tiles + block - 1) / block;
     const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
-    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(s_.io.y.dtype), v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
+    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype), v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
@@ -246,8 +246,8 @@ class WinogradConvPlan final : public Plan {
     base.a_row_stride = s_.ld_v, base.a_col_stride = 1;
     base.c_row_stride = s_.ld_m, base.c_col_stride = 1;
     const TensorDesc* r = res ? &res->desc() : nullptr;
-    const kernels::WinogradOutput out_base{nullptr, s_.io.y.dtype, s_.io.y.strides[1], s_.io.y.strides[2],
-                                           {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation), nullptr,
+    const kernels::WinogradOutput out_base{nullptr, io_.y.dtype, io_.y.strides[1], io_.y.strides[2],
+                                           {io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
                                             bias ? bias->dtype() : DType::f32, nullptr, r ? r->dtype : DType::f32,
                                             r ? r->strides[2] : 0, 1},
                                            r ? r->strides[1] : 0};
@@ -269,7 +269,7 @@ class WinogradConvPlan final : public Plan {
           run_columns(*s_.row, a, s_.tiling, count, c0, c1);
         }
         kernels::WinogradOutput o = out_base;
-        o.y = const_cast<char*>(byte_ptr(y)) + (n * s_.io.y.strides[0] + g * cog) * yb;
+        o.y = const_cast<char*>(byte_ptr(y)) + (n * io_.y.strides[0] + g * cog) * yb;
         if (bias) o.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
         if (res) o.ep.residual = byte_ptr(*res) + (n * r->strides[0] + g * cog * r->strides[3]) * std::int64_t(bytes_of(r->dtype));
         s_.transforms->run.output(s_.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
@@ -283,45 +283,38 @@ class WinogradConvPlan final : public Plan {
 
 // Depthwise (groups == C == Cout): a direct kernel over channels, one task a
 // range of output rows (n, oh); no GEMM, no gathered patches.
-class DepthwiseConvPlan final : public Plan {
+class DepthwiseConvPlan final : public ConvPlanBase {
  public:
   struct Spec {
-    ConvTensors io;
     ConvAttrs attrs;
     const kernels::KernelRow<kernels::DepthwiseFamily>* row;
     kernels::RowTiling tiling;
   };
 
-  explicit DepthwiseConvPlan(Spec s)
-      : Plan(s.row->name, s.io.bytes, 2 * s.io.y.numel() * s.io.w->kernel_h() * s.io.w->kernel_w()), s_(std::move(s)) {}
-
-  std::string_view op() const override { return "conv2d"; }
-
-  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    TESSERA_RETURN_IF_ERROR(s_.io.check(in, out));
-    return stream.submit(op(), [&] {
-      const TensorDesc &x = s_.io.inputs[0], &y = s_.io.y;
-      const ConvWeights& w = *s_.io.w;
-      const Tensor* bias = s_.io.epilogue.bias ? &in[1] : nullptr;
-      const Tensor* res = s_.io.epilogue.residual ? &in.back() : nullptr;
-      kernels::DepthwiseArgs a{x.dtype, y.dtype, x.shape[3], x.shape[1], x.shape[2], y.shape[1], y.shape[2],
-                               w.kernel_h(), w.kernel_w(), s_.attrs.stride[0], s_.attrs.stride[1], s_.attrs.padding[0],
-                               s_.attrs.padding[1], s_.attrs.dilation[0], s_.attrs.dilation[1], s_.attrs.upsample_nearest2x,
-                               in[0].data(), x.strides[0], x.strides[1], x.strides[2],
-                               w.depthwise_weights().data_as<float>(),
-                               out[0].data(), y.strides[0], y.strides[1], y.strides[2],
-                               {s_.io.epilogue.scale, static_cast<kernels::Act>(s_.io.epilogue.activation),
-                                bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::f32,
-                                res ? res->data() : nullptr, res ? res->dtype() : DType::f32,
-                                res ? res->strides()[2] : 0, 1},
-                               res ? res->strides()[0] : 0, res ? res->strides()[1] : 0, s_.tiling.stream_output};
-      stream.pool().parallel_for(y.shape[0] * y.shape[1], s_.tiling.rows_per_task,
-                                 [&](std::int64_t r0, std::int64_t r1) { s_.row->run(a, r0, r1); });
-      return Status{};
-    });
-  }
+  DepthwiseConvPlan(const ConvTensors& io, Spec s)
+      : ConvPlanBase(s.row->name, io, 2 * io.y.numel() * io.w->kernel_h() * io.w->kernel_w()), s_(std::move(s)) {}
 
  private:
+  void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& out) const override {
+    const TensorDesc &x = io_.inputs[0], &y = io_.y;
+    const ConvWeights& w = *io_.w;
+    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
+    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
+    kernels::DepthwiseArgs a{x.dtype, y.dtype, x.shape[3], x.shape[1], x.shape[2], y.shape[1], y.shape[2],
+                             w.kernel_h(), w.kernel_w(), s_.attrs.stride[0], s_.attrs.stride[1], s_.attrs.padding[0],
+                             s_.attrs.padding[1], s_.attrs.dilation[0], s_.attrs.dilation[1], s_.attrs.upsample_nearest2x,
+                             in[0].data(), x.strides[0], x.strides[1], x.strides[2],
+                             w.depthwise_weights().data_as<float>(),
+                             out.data(), y.strides[0], y.strides[1], y.strides[2],
+                             {io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation),
+                              bias ? bias->data() : nullptr, bias ? bias->dtype() : DType::f32,
+                              res ? res->data() : nullptr, res ? res->dtype() : DType::f32,
+                              res ? res->strides()[2] : 0, 1},
+                             res ? res->strides()[0] : 0, res ? res->strides()[1] : 0, s_.tiling.stream_output};
+    pool.parallel_for(y.shape[0] * y.shape[1], s_.tiling.rows_per_task,
+                      [&](std::int64_t r0, std::int64_t r1) { s_.row->run(a, r0, r1); });
+  }
+
   Spec s_;
 };
 
@@ -566,13 +559,13 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   ConvTensors io(x, w, y, epilogue);
 
   if (w->depthwise()) {
-    DepthwiseConvPlan::Spec spec{.io = std::move(io), .attrs = attrs};
+    DepthwiseConvPlan::Spec spec{.attrs = attrs};
     const kernels::DepthwiseProblem problem{x.dtype, y.dtype, epilogue.bias ? epilogue.bias->dtype : DType::f32,
                                             epilogue.residual ? epilogue.residual->dtype : DType::f32,
                                             y.shape[0] * y.shape[1], y.shape[2], y.shape[3]};
     spec.row = kernels::select<kernels::DepthwiseFamily>(problem, ctx.isa());
     spec.tiling = spec.row->tiling(problem, ctx.hw());
-    return PlanPtr(std::make_shared<DepthwiseConvPlan>(std::move(spec)));
+    return PlanPtr(std::make_shared<DepthwiseConvPlan>(io, std::move(spec)));
   }
 
   const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group(), batch = x.shape[0];
@@ -587,7 +580,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
     if (transforms && transforms->isa >= hw::Isa::avx512) {  // with scalar transforms the direct conv is faster
       TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd());
-      WinogradConvPlan::Spec spec{.io = std::move(io), .transforms = transforms};
+      WinogradConvPlan::Spec spec{.transforms = transforms};
       const std::int64_t tiles_h = (y.shape[1] + 1) / 2, tiles_w = (y.shape[2] + 1) / 2;
       spec.geometry = {x.shape[1], x.shape[2], cig, attrs.padding[0], attrs.padding[1], y.shape[1], y.shape[2], tiles_w,
                        x.strides[1], x.strides[2], x.dtype};
@@ -597,14 +590,14 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
       spec.ld_v = kernels::round_up(cig, 16);
       while (!kernels::rows_spread_in_l1(spec.ld_v * std::int64_t(bytes_of(x.dtype)))) spec.ld_v += 16;
       spec.ld_m = kernels::round_up(cog, 16);
-      spec.io.bytes = saturating_add(spec.io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
+      io.bytes = saturating_add(io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
       spec.weights = *u;
       for (const WeightsPtr& b : spec.weights) spec.packed.push_back(packed_view(*b));
-      return PlanPtr(std::make_shared<WinogradConvPlan>(std::move(spec)));
+      return PlanPtr(std::make_shared<WinogradConvPlan>(io, std::move(spec)));
     }
   }
 
-  ConvPlan::Spec spec{.io = std::move(io)};
+  ConvPlan::Spec spec{};
   const std::optional<std::int64_t> x_pixel = pixel_stride(x);
   spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
                 attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();
@@ -632,7 +625,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     // The sub-pixel phases: output pixel (2i + a, 2j + b) is phase 2a + b's
     // pixel (i, j), a conv of x itself.
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ConvWeights::Phases> phases, w->upsample_phases(attrs.padding[0], attrs.padding[1]));
-    spec.io.bytes = saturating_add(spec.io.bytes, phases->bytes - w->bytes());
+    io.bytes = saturating_add(io.bytes, phases->bytes - w->bytes());
     for (std::int64_t a = 0; a < 2; ++a)
       for (std::int64_t b = 0; b < 2; ++b) {
         const ConvWeights::Phases::Phase& ph = phases->phase[std::size_t(2 * a + b)];
@@ -655,7 +648,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     gm->run = 0, gm->y_at = 0, gm->y_pixel = *y_pixel, gm->y_run = 0;
     gm->residual_at = 0, gm->residual_pixel = *residual_pixel, gm->residual_run = 0;
   }
-  return PlanPtr(std::make_shared<ConvPlan>(std::move(spec)));
+  return PlanPtr(std::make_shared<ConvPlan>(io, std::move(spec)));
 }
 
 // ----------------------------------------------------------------- one-shot
