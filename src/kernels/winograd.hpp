@@ -1,22 +1,29 @@
 #pragma once
-// Winograd F(2x2, 3x3) transforms for 3x3 stride-1 convs over NHWC (Lavin &
-// Gray 2015): a 2x2 tile of output pixels from the 4x4 patch of input it
-// reads, with 16 multiplies per input and output channel pair instead of 36.
+// Winograd minimal filtering for stride-1 convs over NHWC (Lavin & Gray
+// 2015), in two variants on the same 4x4 input patches, 16 planes:
+//   F(2x2, 3x3): 3x3 kernels, 2x2 output tiles: 16 multiplies per tile and
+//                channel pair instead of 36;
+//   F(3x3, 2x2): 2x2 kernels (an upsampling conv's sub-pixel phases), 3x3
+//                output tiles: 16 instead of 36.
 // Per tile and channel:
 //
 //   V = B^T d B      (d: the 4x4 patch, zeros outside x)   -> 16 planes
 //   M_s = V_s . U_s  (U = G g G^T, the weights: 16 GEMMs over the channels,
 //                     done by the conv with the matmul rows)
-//   y = A^T M A      (the 2x2 outputs), then the conv's epilogue
+//   y = A^T M A      (the tile's outputs), then the conv's epilogue
 //
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
-//   G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
-//   A^T = [1 1 1 0; 0 1 -1 -1]
+//   F(2x2, 3x3): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+//                G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+//                A^T = [1 1 1 0; 0 1 -1 -1]
+//   F(3x3, 2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 -1 0 1]
+//                G   = [1 0; 1/2 1/2; 1/2 -1/2; 0 1]
+//                A^T = [1 1 1 0; 0 1 -1 0; 0 1 1 1]
 //
-// Tile t of a sample covers output rows 2 (t / tiles_w) + {0, 1} and columns
-// 2 (t % tiles_w) + {0, 1}; those past the output are not written. A plane
-// holds a block's tiles as rows: plane s (s = 4 i + j, element (i, j) of the
-// 4x4 transform) of V at v + s * plane, tile t0 + r at row r, stride ld.
+// Tile t of a sample covers output rows m (t / tiles_w) + [0, m) and columns
+// m (t % tiles_w) + [0, m), m the tile size; those past the output are not
+// written. A plane holds a block's tiles as rows: plane s (s = 4 i + j,
+// element (i, j) of the 4x4 transform) of V at v + s * plane, tile t0 + r at
+// row r, stride ld.
 #include <cstdint>
 #include <span>
 
@@ -25,9 +32,10 @@
 namespace tessera::kernels {
 
 struct WinogradGeometry {
+  std::int64_t tile;                  // 2: F(2x2, 3x3); 3: F(3x3, 2x2)
   std::int64_t in_h, in_w, channels;  // channels: the group's Cig
-  std::int64_t pad_h, pad_w;
-  std::int64_t out_h, out_w, tiles_w;  // tiles_w = ceil(out_w / 2)
+  std::int64_t pad_h, pad_w;          // x's row of a tile's patch: tile * (t / tiles_w) - pad_h
+  std::int64_t out_h, out_w, tiles_w;  // tiles_w = ceil(out_w / tile)
   std::int64_t x_row_stride, x_col_stride;  // elements; channel stride 1
   DType x_dtype;
 };
@@ -79,21 +87,23 @@ struct WinogradFamily {
 
 std::span<const KernelRow<WinogradFamily>> rows(WinogradFamily);
 
-// U = G g G^T of one 3x3 kernel g (row-major) into u[16] (row-major 4x4).
-static inline void winograd_weights(const float* g, float* u) {
-  float gg[4][3];  // G g
-  for (int c = 0; c < 3; ++c) {
-    gg[0][c] = g[c];
-    gg[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
-    gg[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
-    gg[3][c] = g[6 + c];
+// U = G g G^T of one r x r kernel g (row-major; r = 3 or 2, the variant's)
+// into u[16] (row-major 4x4). G's rows: g_0; (sum of g) / 2; (alternating
+// sum) / 2; g_last.
+static inline void winograd_weights(const float* g, int r, float* u) {
+  const auto g_times = [r](const float* v, std::int64_t step, float* out) {
+    const float last = v[(r - 1) * step];
+    float sum = 0.0f, alt = 0.0f;
+    for (int i = 0; i < r; ++i) sum += v[i * step], alt += (i % 2 ? -1.0f : 1.0f) * v[i * step];
+    out[0] = v[0], out[1] = 0.5f * sum, out[2] = 0.5f * alt, out[3] = last;
+  };
+  float gg[4][3] = {};  // G g: column c of g through G
+  for (int c = 0; c < r; ++c) {
+    float col[4];
+    g_times(g + c, r, col);
+    for (int i = 0; i < 4; ++i) gg[i][c] = col[i];
   }
-  for (int r = 0; r < 4; ++r) {
-    u[4 * r + 0] = gg[r][0];
-    u[4 * r + 1] = 0.5f * (gg[r][0] + gg[r][1] + gg[r][2]);
-    u[4 * r + 2] = 0.5f * (gg[r][0] - gg[r][1] + gg[r][2]);
-    u[4 * r + 3] = gg[r][2];
-  }
+  for (int i = 0; i < 4; ++i) g_times(gg[i], 1, u + 4 * i);
 }
 
 #define TESSERA_WINOGRAD_KERNELS                                                                                    \

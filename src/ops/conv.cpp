@@ -204,8 +204,21 @@ class ConvPlan final : public ConvPlanBase {
   Spec s_;
 };
 
-// 3x3, stride 1, no dilation or upsample, as Winograd F(2x2, 3x3)
-// (kernels/winograd.hpp): a task takes a block of 2x2 output tiles of one
+// One Winograd conv of x (kernels/winograd.hpp): a 3x3 conv, or one of an
+// upsampling conv's four 2x2 sub-pixel phases. Its outputs go to
+// y_at + row * y_row + pixel * y_pixel from y's sample start (a phase: every
+// other row and pixel); likewise the residual's.
+struct WinogradPart {
+  kernels::WinogradGeometry geometry;
+  std::int64_t tiles;  // per sample
+  const Row* row;
+  kernels::MatmulTiling tiling;  // m_block: tiles per task
+  std::int64_t n_chunk;          // output channels (of a group) per task
+  std::int64_t y_at, y_row, y_pixel, residual_at, residual_row, residual_pixel;
+  std::vector<kernels::PackedB> packed;  // [group][16]: U's planes, [Cig, Cog]
+};
+
+// Winograd convs: a task takes a block of output tiles of one part and
 // sample and a range of output channels; per group, the input transform
 // into 16 planes, one GEMM per plane with the transformed weights (f32 sums
 // into 16 more planes), and the output transform with the epilogue into y.
@@ -213,19 +226,13 @@ class WinogradConvPlan final : public ConvPlanBase {
  public:
   struct Spec {
     const kernels::KernelRow<kernels::WinogradFamily>* transforms;
-    kernels::WinogradGeometry geometry;
-    std::int64_t tiles;  // per sample
-    const Row* row;
-    kernels::MatmulTiling tiling;  // m_block: tiles per task
-    std::int64_t n_chunk;          // output channels (of a group) per task
-    std::int64_t ld_v, ld_m;       // row strides of the planes of V and M
-    std::vector<WeightsPtr> weights;       // [group][16]: U's planes, [Cig, Cog]
-    std::vector<kernels::PackedB> packed;  // the kernels' view of them
+    std::vector<WinogradPart> parts;
+    std::int64_t ld_v, ld_m;  // row strides of the planes of V and M
+    std::shared_ptr<const std::vector<WeightsPtr>> weights;  // what the parts' packed views point into
+    std::int64_t flops;
   };
 
-  WinogradConvPlan(const ConvTensors& io, Spec s)
-      : ConvPlanBase(s.transforms->name, io, 2 * io.y.shape[0] * s.tiles * 16 * s.geometry.channels * io.y.shape[3]),
-        s_(std::move(s)) {}
+  WinogradConvPlan(const ConvTensors& io, Spec s) : ConvPlanBase(s.transforms->name, io, s.flops), s_(std::move(s)) {}
 
  private:
   void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const override {
@@ -233,49 +240,57 @@ class WinogradConvPlan final : public ConvPlanBase {
     const ConvWeights& w = *io_.w;
     const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
     const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
-    const std::int64_t batch = x.shape[0], cig = s_.geometry.channels, cog = w.out_channels() / w.groups();
-    const std::int64_t block = s_.tiling.m_block, blocks = (s_.tiles + block - 1) / block;
-    const std::int64_t n_parts = (cog + s_.n_chunk - 1) / s_.n_chunk;
-    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype), v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
+    const std::int64_t batch = x.shape[0], cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
+    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
+    const auto blocks = [](const WinogradPart& part) { return (part.tiles + part.tiling.m_block - 1) / part.tiling.m_block; };
+    const auto n_parts = [&](const WinogradPart& part) { return (cog + part.n_chunk - 1) / part.n_chunk; };
+    // Task t of part i: first[i] <= t < first[i + 1].
+    std::vector<std::int64_t> first{0};
+    for (const WinogradPart& part : s_.parts) first.push_back(first.back() + batch * blocks(part) * n_parts(part));
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
-    base.b_dtype = s_.packed[0].dtype;
+    base.b_dtype = s_.parts[0].packed[0].dtype;
     base.c_dtype = DType::f32;
     base.k = cig;
     base.a_row_stride = s_.ld_v, base.a_col_stride = 1;
     base.c_row_stride = s_.ld_m, base.c_col_stride = 1;
     const TensorDesc* r = res ? &res->desc() : nullptr;
-    const kernels::WinogradOutput out_base{nullptr, io_.y.dtype, io_.y.strides[1], io_.y.strides[2],
-                                           {io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
-                                            bias ? bias->dtype() : DType::f32, nullptr, r ? r->dtype : DType::f32,
-                                            r ? r->strides[2] : 0, 1},
-                                           r ? r->strides[1] : 0};
+    const kernels::EpilogueArgs ep{io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
+                                   bias ? bias->dtype() : DType::f32, nullptr, r ? r->dtype : DType::f32, 0, 1};
 
     auto task = [&](std::int64_t t) {
-      const std::int64_t n = t / (blocks * n_parts), blk = t / n_parts % blocks, part = t % n_parts;
-      const std::int64_t t0 = blk * block, count = std::min(block, s_.tiles - t0);
-      const std::int64_t c0 = part * s_.n_chunk, c1 = std::min(cog, c0 + s_.n_chunk);
+      std::size_t i = 0;
+      while (t >= first[i + 1]) ++i;
+      const WinogradPart& part = s_.parts[i];
+      t -= first[i];
+      const std::int64_t block = part.tiling.m_block, parts_n = n_parts(part);
+      const std::int64_t n = t / (blocks(part) * parts_n), blk = t / parts_n % blocks(part), chunk = t % parts_n;
+      const std::int64_t t0 = blk * block, count = std::min(block, part.tiles - t0);
+      const std::int64_t c0 = chunk * part.n_chunk, c1 = std::min(cog, c0 + part.n_chunk);
+      const std::int64_t v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
       auto* v = static_cast<char*>(kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(16 * v_plane * xb)));
       auto* m = static_cast<float*>(kernels::thread_scratch(kernels::ScratchSlot::winograd, std::size_t(16 * m_plane) * 4));
       kernels::MatmulArgs a = base;
+      kernels::WinogradOutput o{nullptr, io_.y.dtype, part.y_row, part.y_pixel, ep, part.residual_row};
+      o.ep.residual_row_stride = part.residual_pixel;
       for (std::int64_t g = 0; g < w.groups(); ++g) {
-        s_.transforms->run.input(s_.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, x.dtype,
+        s_.transforms->run.input(part.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, x.dtype,
                                  s_.ld_v, v_plane);
         for (std::int64_t p = 0; p < 16; ++p) {
           a.a = v + p * v_plane * xb;
-          a.packed = &s_.packed[std::size_t(16 * g + p)];
+          a.packed = &part.packed[std::size_t(16 * g + p)];
           a.c = m + p * m_plane;
-          run_columns(*s_.row, a, s_.tiling, count, c0, c1);
+          run_columns(*part.row, a, part.tiling, count, c0, c1);
         }
-        kernels::WinogradOutput o = out_base;
-        o.y = const_cast<char*>(byte_ptr(y)) + (n * io_.y.strides[0] + g * cog) * yb;
+        o.y = const_cast<char*>(byte_ptr(y)) + (n * io_.y.strides[0] + part.y_at + g * cog) * yb;
         if (bias) o.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
-        if (res) o.ep.residual = byte_ptr(*res) + (n * r->strides[0] + g * cog * r->strides[3]) * std::int64_t(bytes_of(r->dtype));
-        s_.transforms->run.output(s_.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
+        if (res)
+          o.ep.residual = byte_ptr(*res) + (n * r->strides[0] + part.residual_at + g * cog * r->strides[3]) * std::int64_t(bytes_of(r->dtype));
+        s_.transforms->run.output(part.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
       }
     };
-    pool.run_tasks(batch * blocks * n_parts, task);
+    pool.run_tasks(first.back(), task);
   }
 
   Spec s_;
@@ -402,7 +417,7 @@ struct ConvWeights::Phases {
 struct ConvWeights::Derived {
   std::mutex mutex;
   std::vector<std::pair<std::array<std::int64_t, 2>, std::shared_ptr<const Phases>>> phases;  // by padding
-  std::shared_ptr<const std::vector<WeightsPtr>> winograd;
+  std::vector<std::pair<std::array<std::int64_t, 3>, std::shared_ptr<const std::vector<WeightsPtr>>>> winograd;  // by (upsample, padding)
 };
 
 Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const {
@@ -436,30 +451,39 @@ Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(
   return std::shared_ptr<const Phases>(std::move(phases));
 }
 
-Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd() const {
+Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(bool upsample, std::int64_t pad_h,
+                                                                             std::int64_t pad_w) const {
   const std::lock_guard lock(derived_->mutex);
-  if (derived_->winograd) return derived_->winograd;
-  auto planes = std::make_shared<std::vector<WeightsPtr>>();
-  const std::int64_t cog = cout_ / groups_;
-  for (const WeightsPtr& packed : gemm_) {
-    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, packed->unpack());  // f32 [9 * Cig, Cog]: tap-major
+  const std::array<std::int64_t, 3> key{upsample, upsample ? pad_h : 0, upsample ? pad_w : 0};
+  for (const auto& [k, planes] : derived_->winograd)
+    if (k == key) return planes;
+  // The kernels: this one (3x3), or the four sub-pixel phases' (2x2), their
+  // taps summed as upsample_phases sums them.
+  const std::int64_t parts = upsample ? 4 : 1, r = upsample ? 2 : kh_, cog = cout_ / groups_;
+  auto planes = std::make_shared<std::vector<WeightsPtr>>(std::size_t(parts * groups_ * 16));
+  for (std::int64_t g = 0; g < groups_; ++g) {
+    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, gemm_[std::size_t(g)]->unpack());  // f32 [KH * KW * Cig, Cog]: tap-major
     const float* src = taps.data_as<float>();
-    std::vector<Tensor> u(16);
-    for (Tensor& t : u) {
-      TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
-    }
-    for (std::int64_t e = 0; e < cin_group_ * cog; ++e) {
-      float g[9], plane[16];
-      for (int tap = 0; tap < 9; ++tap) g[tap] = src[tap * cin_group_ * cog + e];
-      kernels::winograd_weights(g, plane);
-      for (int p = 0; p < 16; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
-    }
-    for (const Tensor& t : u) {
-      TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack_weights(t, dtype_));
-      planes->push_back(std::move(w));
+    for (std::int64_t part = 0; part < parts; ++part) {
+      const PhaseTaps h(part / 2, pad_h, kh_), w(part % 2, pad_w, kw_);
+      std::vector<Tensor> u(16);
+      for (Tensor& t : u) {
+        TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
+      }
+      for (std::int64_t e = 0; e < cin_group_ * cog; ++e) {
+        float kernel[9] = {}, plane[16];
+        for (std::int64_t i = 0; i < kh_; ++i)
+          for (std::int64_t j = 0; j < kw_; ++j)
+            kernel[upsample ? h.of(i) * 2 + w.of(j) : i * kw_ + j] += src[(i * kw_ + j) * cin_group_ * cog + e];
+        kernels::winograd_weights(kernel, int(r), plane);
+        for (int p = 0; p < 16; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
+      }
+      for (int p = 0; p < 16; ++p) {
+        TESSERA_ASSIGN_OR_RETURN((*planes)[std::size_t((part * groups_ + g) * 16 + p)], pack_weights(u[std::size_t(p)], dtype_));
+      }
     }
   }
-  derived_->winograd = planes;
+  derived_->winograd.emplace_back(key, planes);
   return std::shared_ptr<const std::vector<WeightsPtr>>(std::move(planes));
 }
 
@@ -571,28 +595,48 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   const std::int64_t kh = w->kernel_h(), kw = w->kernel_w(), cig = w->in_channels_per_group(), batch = x.shape[0];
   const std::int64_t cog = w->out_channels() / w->groups();
   const std::array<std::int64_t, 2> ones{1, 1};
-  // Winograd on f32 operands only: through bf16 its transformed operands,
-  // rounded, put the error past the bf16 tolerance (x f32, w bf16, 3x3 at
-  // C 24: 0.18 against 0.15).
-  if (kh == 3 && kw == 3 && attrs.stride == ones && attrs.dilation == ones && !attrs.upsample_nearest2x && cig >= 16 &&
-      cog >= 16 && x.dtype == DType::f32 && w->dtype() == DType::f32) {
+  const std::int64_t res_h = epilogue.residual ? epilogue.residual->strides[1] : 0;
+  const std::int64_t res_w = epilogue.residual ? epilogue.residual->strides[2] : 0;
+  // Winograd: F(2x2, 3x3) for a 3x3 conv; F(3x3, 2x2) for the four 2x2
+  // sub-pixel phases of an upsampling one (3x3, pad 1). On f32 operands
+  // only: through bf16 its transformed operands, rounded, put the error past
+  // the bf16 tolerance (x f32, w bf16, 3x3 at C 24: 0.18 against 0.15).
+  const bool phases_2x2 = PhaseTaps(0, attrs.padding[0], kh).count == 2 && PhaseTaps(1, attrs.padding[0], kh).count == 2 &&
+                          PhaseTaps(0, attrs.padding[1], kw).count == 2 && PhaseTaps(1, attrs.padding[1], kw).count == 2;
+  const bool winograd_shape = attrs.stride == ones && attrs.dilation == ones &&
+                              (attrs.upsample_nearest2x ? phases_2x2 : kh == 3 && kw == 3);
+  if (winograd_shape && cig >= 16 && cog >= 16 && x.dtype == DType::f32 && w->dtype() == DType::f32) {
     const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog};
     const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
     if (transforms && transforms->isa >= hw::Isa::avx512) {  // with scalar transforms the direct conv is faster
-      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd());
-      WinogradConvPlan::Spec spec{.transforms = transforms};
-      const std::int64_t tiles_h = (y.shape[1] + 1) / 2, tiles_w = (y.shape[2] + 1) / 2;
-      spec.geometry = {x.shape[1], x.shape[2], cig, attrs.padding[0], attrs.padding[1], y.shape[1], y.shape[2], tiles_w,
-                       x.strides[1], x.strides[2], x.dtype};
-      spec.tiles = tiles_h * tiles_w;
-      const GemmChoice gemm = choose_gemm(ctx, x.dtype, DType::f32, *w, batch, spec.tiles, cig, transforms->tiling(problem, ctx.hw()).tiles);
-      spec.row = gemm.row, spec.tiling = gemm.tiling, spec.n_chunk = gemm.n_chunk;
+      const bool up = attrs.upsample_nearest2x;
+      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(up, attrs.padding[0], attrs.padding[1]));
+      WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
       spec.ld_v = kernels::round_up(cig, 16);
       while (!kernels::rows_spread_in_l1(spec.ld_v * std::int64_t(bytes_of(x.dtype)))) spec.ld_v += 16;
       spec.ld_m = kernels::round_up(cog, 16);
+      const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
+      // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
+      for (std::int64_t a = 0; a < (up ? 2 : 1); ++a)
+        for (std::int64_t b = 0; b < (up ? 2 : 1); ++b) {
+          const std::int64_t tile = up ? 3 : 2, rows = up ? (y.shape[1] - a + 1) / 2 : y.shape[1];
+          const std::int64_t cols = up ? (y.shape[2] - b + 1) / 2 : y.shape[2], tiles_w = (cols + tile - 1) / tile;
+          const std::int64_t pad_h = up ? -PhaseTaps(a, attrs.padding[0], kh).first : attrs.padding[0];
+          const std::int64_t pad_w = up ? -PhaseTaps(b, attrs.padding[1], kw).first : attrs.padding[1];
+          const std::int64_t step = up ? 2 : 1;
+          WinogradPart part{.geometry = {tile, x.shape[1], x.shape[2], cig, pad_h, pad_w, rows, cols, tiles_w, x.strides[1],
+                                         x.strides[2], x.dtype},
+                            .tiles = (rows + tile - 1) / tile * tiles_w};
+          const GemmChoice gemm = choose_gemm(ctx, x.dtype, DType::f32, *w, batch, part.tiles, cig, block);
+          part.row = gemm.row, part.tiling = gemm.tiling, part.n_chunk = gemm.n_chunk;
+          part.y_at = a * y.strides[1] + b * y.strides[2], part.y_row = step * y.strides[1], part.y_pixel = step * y.strides[2];
+          part.residual_at = a * res_h + b * res_w, part.residual_row = step * res_h, part.residual_pixel = step * res_w;
+          const std::size_t first_plane = std::size_t((2 * a + b) * w->groups() * 16);
+          for (std::size_t i = 0; i < std::size_t(w->groups() * 16); ++i) part.packed.push_back(packed_view(*(*u)[first_plane + i]));
+          spec.flops += 2 * batch * part.tiles * 16 * cig * w->out_channels();
+          spec.parts.push_back(std::move(part));
+        }
       io.bytes = saturating_add(io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
-      spec.weights = *u;
-      for (const WeightsPtr& b : spec.weights) spec.packed.push_back(packed_view(*b));
       return PlanPtr(std::make_shared<WinogradConvPlan>(io, std::move(spec)));
     }
   }
@@ -602,8 +646,6 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   spec.direct = kh == 1 && kw == 1 && attrs.stride == std::array<std::int64_t, 2>{1, 1} &&
                 attrs.padding == std::array<std::int64_t, 2>{0, 0} && !attrs.upsample_nearest2x && x_pixel.has_value();
   spec.x_pixel = x_pixel.value_or(0);
-  const std::int64_t res_h = epilogue.residual ? epilogue.residual->strides[1] : 0;
-  const std::int64_t res_w = epilogue.residual ? epilogue.residual->strides[2] : 0;
   const auto add_gemm = [&](const kernels::Im2colGeometry& geometry, std::int64_t pixels, const std::vector<WeightsPtr>& weights) {
     ConvGemm gm{.im2col = geometry, .k = geometry.kernel_h * geometry.kernel_w * cig, .pixels = pixels};
     // The gathered rows are the GEMM's A, read in place where a micro-tile's

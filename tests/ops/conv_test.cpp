@@ -211,6 +211,11 @@ std::vector<Case> reference_cases() {
       {1, 1, 3, 8, 8, 2, 1, {.upsample_nearest2x = true}},
       {1, 3, 3, 6, 9, 3, 3, {.padding = {1, 1}, .dilation = {2, 1}, .upsample_nearest2x = true}},
       {1, 4, 4, 200, 40, 3, 3, {.padding = {1, 1}, .groups = 2, .upsample_nearest2x = true}},
+      // ... and with >= 16 channels a group in f32 each phase as Winograd
+      // F(3x3, 2x2): padding 0 and 1, phases of different sizes, several blocks.
+      {1, 4, 3, 16, 17, 3, 3, {.upsample_nearest2x = true}},
+      {1, 5, 3, 16, 16, 3, 3, {.padding = {0, 1}, .upsample_nearest2x = true}},
+      {1, 13, 15, 16, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
       // Diffusion UNet convs: a ResBlock conv and the downsample conv.
       {1, 16, 16, 64, 64, 3, 3, {.padding = {1, 1}}},
       {1, 32, 32, 64, 64, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
@@ -244,6 +249,7 @@ const Case kEpilogueCases[] = {
     {1, 6, 7, 16, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 4}},
     {2, 7, 9, 33, 33, 3, 3, {.padding = {1, 1}, .groups = 33}},
     {1, 4, 5, 8, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
+    {1, 4, 5, 16, 24, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
 };
 
 TEST_P(ConvTest, FusedEpilogue) {
@@ -306,8 +312,9 @@ TEST_P(ConvTest, StridedViews) {
 
 TEST_P(ConvTest, WinogradWhereItPays) {
   // f32 3x3 stride 1 with >= 16 channels a group runs as Winograd where the
-  // AVX-512 transforms are there; through bf16 weights, at stride 2, with
-  // fewer channels, and below AVX-512 it does not.
+  // AVX-512 transforms are there (upsampling too, per 2x2 phase); through
+  // bf16 weights, at stride 2, with fewer channels, and below AVX-512 it
+  // does not.
   const auto kernel = [&](const Case& k, DType w_dtype) {
     const ConvWeightsPtr w = pack(random_tensor(DType::f32, k.w_shape(), 1), k.attrs.groups, w_dtype);
     const Result<ops::PlanPtr> plan =
@@ -320,6 +327,10 @@ TEST_P(ConvTest, WinogradWhereItPays) {
   EXPECT_NE(kernel(wide, DType::bf16), "winograd_avx512");
   EXPECT_NE(kernel({1, 8, 8, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}}, DType::f32), "winograd_avx512");
   EXPECT_NE(kernel({1, 8, 8, 15, 16, 3, 3, {.padding = {1, 1}}}, DType::f32), "winograd_avx512");
+  // An upsampling 3x3's 2x2 phases; a 5x5's are 3x3 (no Winograd row).
+  const Case up{1, 4, 4, 16, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}};
+  EXPECT_EQ(kernel(up, DType::f32) == "winograd_avx512", ctx_.isa() >= hw::Isa::avx512) << kernel(up, DType::f32);
+  EXPECT_NE(kernel({1, 4, 4, 16, 16, 5, 5, {.padding = {2, 2}, .upsample_nearest2x = true}}, DType::f32), "winograd_avx512");
 }
 
 TEST_P(ConvTest, UpsampleEqualsResizeThenConv) {

@@ -23,10 +23,11 @@
 // taps each, 4/9 of the multiply-adds); their weights are derived on the
 // first such plan and kept with the ConvWeights (16/9 of its bytes at 3x3).
 //
-// f32 3x3 convs (x and weights f32) at stride 1, no dilation or upsample,
-// with at least 16 input and output channels per group run as Winograd
-// F(2x2, 3x3) where the AVX-512 transforms are there: 16 multiplies per 2x2
-// output tile and channel pair instead of 36. Its f32 rounding differs from
+// f32 3x3 convs (x and weights f32) at stride 1, no dilation, with at least
+// 16 input and output channels per group run as Winograd where the AVX-512
+// transforms are there: F(2x2, 3x3), 16 multiplies per 2x2 output tile and
+// channel pair instead of 36; upsampling (pad 0 or 1), each 2x2 sub-pixel
+// phase as F(3x3, 2x2), 16 per 3x3 tile instead of 36. Its f32 rounding differs from
 // the direct sum's (the transforms add and halve values before the
 // products) and stays within the f32 tolerance; through bf16 operands it
 // would not, so bf16 convs stay direct. The transformed weights (16/9 of
@@ -82,11 +83,12 @@ class ConvWeights {
   friend struct Conv2d;
   // Forms derived from these weights on the first plan that asks for them
   // and kept for the next (conv.cpp): an upsampling conv's sub-pixel
-  // phases, and a 3x3 kernel's Winograd transform ([group][16] planes).
+  // phases, and Winograd planes ([part][group][16]) of the 3x3 kernel or of
+  // the phases.
   struct Phases;
   struct Derived;
   Result<std::shared_ptr<const Phases>> upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const;
-  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd() const;
+  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd(bool upsample, std::int64_t pad_h, std::int64_t pad_w) const;
 
   ConvWeights() = default;
   std::int64_t cout_ = 0, cin_group_ = 0, kh_ = 0, kw_ = 0, groups_ = 1;
