@@ -99,6 +99,9 @@ class ConvPlanBase : public Plan {
 
  protected:
   virtual void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const = 0;
+  // The run's bias and residual (inputs {x, [bias], [residual]}), or null.
+  const Tensor* bias_of(std::span<const Tensor> in) const { return io_.epilogue.bias ? &in[1] : nullptr; }
+  const Tensor* residual_of(std::span<const Tensor> in) const { return io_.epilogue.residual ? &in.back() : nullptr; }
 
   ConvTensors io_;
 };
@@ -143,8 +146,7 @@ class ConvPlan final : public ConvPlanBase {
   void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const override {
     const TensorDesc& x = io_.inputs[0];
     const ConvWeights& w = *io_.w;
-    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
+    const Tensor *bias = bias_of(in), *res = residual_of(in);
     const std::int64_t batch = x.shape[0];
     const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
     const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
@@ -238,8 +240,7 @@ class WinogradConvPlan final : public ConvPlanBase {
   void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& y) const override {
     const TensorDesc& x = io_.inputs[0];
     const ConvWeights& w = *io_.w;
-    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
+    const Tensor *bias = bias_of(in), *res = residual_of(in);
     const std::int64_t batch = x.shape[0], cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
     const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
     const auto blocks = [](const WinogradPart& part) { return (part.tiles + part.tiling.m_block - 1) / part.tiling.m_block; };
@@ -313,8 +314,7 @@ class DepthwiseConvPlan final : public ConvPlanBase {
   void execute(ThreadPool& pool, std::span<const Tensor> in, const Tensor& out) const override {
     const TensorDesc &x = io_.inputs[0], &y = io_.y;
     const ConvWeights& w = *io_.w;
-    const Tensor* bias = io_.epilogue.bias ? &in[1] : nullptr;
-    const Tensor* res = io_.epilogue.residual ? &in.back() : nullptr;
+    const Tensor *bias = bias_of(in), *res = residual_of(in);
     kernels::DepthwiseArgs a{x.dtype, y.dtype, x.shape[3], x.shape[1], x.shape[2], y.shape[1], y.shape[2],
                              w.kernel_h(), w.kernel_w(), s_.attrs.stride[0], s_.attrs.stride[1], s_.attrs.padding[0],
                              s_.attrs.padding[1], s_.attrs.dilation[0], s_.attrs.dilation[1], s_.attrs.upsample_nearest2x,
