@@ -112,6 +112,7 @@ static inline void winograd_weights(const float* g, int r, float* u) {
   void winograd_output(const WinogradGeometry&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, \
                        std::int64_t, std::int64_t, const WinogradOutput&);
 namespace ref { TESSERA_WINOGRAD_KERNELS }
+namespace avx2 { TESSERA_WINOGRAD_KERNELS }
 namespace avx512 { TESSERA_WINOGRAD_KERNELS }
 #undef TESSERA_WINOGRAD_KERNELS
 

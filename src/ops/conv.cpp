@@ -608,7 +608,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   if (winograd_shape && cig >= 16 && cog >= 16 && x.dtype == DType::f32 && w->dtype() == DType::f32) {
     const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog};
     const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
-    if (transforms && transforms->isa >= hw::Isa::avx512) {  // with scalar transforms the direct conv is faster
+    if (transforms && transforms->isa > hw::Isa::scalar) {  // with scalar transforms the direct conv is faster
       const bool up = attrs.upsample_nearest2x;
       TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(up, attrs.padding[0], attrs.padding[1]));
       WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};

@@ -24,8 +24,8 @@
 // first such plan and kept with the ConvWeights (16/9 of its bytes at 3x3).
 //
 // f32 3x3 convs (x and weights f32) at stride 1, no dilation, with at least
-// 16 input and output channels per group run as Winograd where the AVX-512
-// transforms are there: F(2x2, 3x3), 16 multiplies per 2x2 output tile and
+// 16 input and output channels per group run as Winograd where vector
+// transforms are (AVX2 and up): F(2x2, 3x3), 16 multiplies per 2x2 output tile and
 // channel pair instead of 36; upsampling (pad 0 or 1), each 2x2 sub-pixel
 // phase as F(3x3, 2x2), 16 per 3x3 tile instead of 36. Its f32 rounding differs from
 // the direct sum's (the transforms add and halve values before the
