@@ -295,10 +295,10 @@ static inline __m512 exp16(__m512 x) {
 // exp(-|x|), silu's exp(-x), tanh's exp(-2|x|): no negation of their own;
 // c of -1 or -2 scales log2 e exactly, so t is what (c x) log2 e gives), and
 // the clamps apply to t. Same special values as exp16.
+// exp2_16_bf16 takes t itself, for callers whose constants can carry log2 e.
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m512 exp16_bf16(__m512 x, float c = 1.0f) {
+static inline __m512 exp2_16_bf16(__m512 t) {
   constexpr float kLog2e = 1.44269504088896341f;
-  __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(c * kLog2e));
   if constexpr (Arg == ExpArg::any) t = _mm512_min_ps(_mm512_set1_ps(89.0f * kLog2e), t);
   t = _mm512_max_ps(_mm512_set1_ps(exp_floor(Tiny) * kLog2e), t);
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -309,6 +309,10 @@ static inline __m512 exp16_bf16(__m512 x, float c = 1.0f) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931210160255432f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(p, n);
+}
+template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
+static inline __m512 exp16_bf16(__m512 x, float c = 1.0f) {
+  return exp2_16_bf16<Arg, Tiny>(_mm512_mul_ps(x, _mm512_set1_ps(c * 1.44269504088896341f)));
 }
 
 // The exp (of c x) and the division behind the functions below, for a
