@@ -171,16 +171,15 @@ static inline __m256 tanh8(__m256 x) {
 // x >= 0 and q below, q = p(t) exp(-u²) / 2 (Abramowitz & Stegun 7.1.26, u =
 // x / √2), with no 1 + erf(u) to cancel in the negative tail.
 static inline __m256 gelu_erf8(__m256 x) {
-  const __m256 u = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-  const __m256 t =
-      _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(abs8(u), _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_fmadd_ps(abs8(x), _mm256_set1_ps(0.3275911f * 0.70710678118654752f), _mm256_set1_ps(1.0f)));
   __m256 p = _mm256_set1_ps(0.5f * 1.061405429f);
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * -1.453152027f));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * 1.421413741f));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * -0.284496736f));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * 0.254829592f));
   p = _mm256_mul_ps(p, t);
-  const __m256 q = _mm256_mul_ps(p, exp8<ExpTiny::normal>(_mm256_fnmadd_ps(u, u, _mm256_setzero_ps())));
+  const __m256 q = _mm256_mul_ps(p, exp8<ExpTiny::normal>(_mm256_mul_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(-0.5f)))));
   const __m256 upper = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NLT_UQ);  // x >= 0 or NaN
   return _mm256_mul_ps(x, _mm256_blendv_ps(q, _mm256_sub_ps(_mm256_set1_ps(1.0f), q), upper));
 }

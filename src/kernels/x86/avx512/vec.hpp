@@ -367,19 +367,23 @@ static inline __m512 tanh16(__m512 x) {
 // exp(-u²), t = 1 / (1 + 0.3275911 |u|). So Φ(x) = 1 - q for x >= 0 and q
 // below, q = p(t) exp(-u²) / 2 (the half folded into p's coefficients):
 // four instructions fewer than through erf(u) and 1 + erf(u), which also
-// cancelled to nothing in the negative tail. NaN stays NaN; -inf gives NaN
-// (-inf times 0), as the reference's x (1 + erf(u)) / 2 does.
+// cancelled to nothing in the negative tail. u itself is never formed: 1/√2
+// rides on t's constant and -u² = x (-x / 2) (bf16: times log2 e, the exp
+// starting at its power of 2). NaN stays NaN; -inf gives NaN (-inf times
+// 0), as the reference's x (1 + erf(u)) / 2 does.
 template <DType Out = DType::f32>
 static inline __m512 gelu_erf16(__m512 x) {
-  const __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f));
-  const __m512 t = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_abs_ps(u), _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  constexpr bool kBf16 = Out == DType::bf16;
+  const __m512 t = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.3275911f * 0.70710678118654752f),
+                                                                          _mm512_set1_ps(1.0f)));
   __m512 p = _mm512_set1_ps(0.5f * 1.061405429f);
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * -1.453152027f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * 1.421413741f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * -0.284496736f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * 0.254829592f));
   p = _mm512_mul_ps(p, t);
-  const __m512 e = exp16_for<Out, ExpArg::nonpositive, ExpTiny::normal>(_mm512_fnmadd_ps(u, u, _mm512_setzero_ps()));
+  const __m512 arg = _mm512_mul_ps(x, _mm512_mul_ps(x, _mm512_set1_ps(kBf16 ? -0.5f * 1.44269504088896341f : -0.5f)));
+  const __m512 e = kBf16 ? exp2_16_bf16<ExpArg::nonpositive, ExpTiny::normal>(arg) : exp16<ExpArg::nonpositive, ExpTiny::normal>(arg);
   const __m512 q = _mm512_mul_ps(p, e);
   const __mmask16 upper = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLT_UQ);  // x >= 0 or NaN
   return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, upper, _mm512_set1_ps(1.0f), q));
