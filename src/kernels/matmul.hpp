@@ -70,13 +70,17 @@ struct MatmulArgs {
   std::int64_t c_run = 0, c_run_stride = 0;
 };
 
+// Element offset of row m of rows in runs of `run` (0: one run), row_stride
+// apart within a run and run_stride between runs.
+static inline std::int64_t run_row_offset(std::int64_t m, std::int64_t run, std::int64_t row_stride, std::int64_t run_stride) {
+  return run ? m / run * run_stride + m % run * row_stride : m * row_stride;
+}
 // Element offsets of row m of C and of the residual.
 static inline std::int64_t c_row_offset(const MatmulArgs& a, std::int64_t m) {
-  return a.c_run ? m / a.c_run * a.c_run_stride + m % a.c_run * a.c_row_stride : m * a.c_row_stride;
+  return run_row_offset(m, a.c_run, a.c_row_stride, a.c_run_stride);
 }
 static inline std::int64_t residual_row_offset(const MatmulArgs& a, std::int64_t m) {
-  const EpilogueArgs& e = a.ep;
-  return a.c_run ? m / a.c_run * e.residual_run_stride + m % a.c_run * e.residual_row_stride : m * e.residual_row_stride;
+  return run_row_offset(m, a.c_run, a.ep.residual_row_stride, a.ep.residual_run_stride);
 }
 
 // Splits m into the fewest blocks of at most max_block, evened out and

@@ -81,6 +81,19 @@ void run_columns(const Row& row, const kernels::MatmulArgs& a, const kernels::Ma
   for (std::int64_t n0 = c0; n0 < c1; n0 += tiling.n_block) row.run(a, tiling, 0, rows, n0, std::min(c1, n0 + tiling.n_block));
 }
 
+// The tasks of a plan's parts in one range: part i's are [first[i], first[i + 1]).
+struct TaskRanges {
+  std::vector<std::int64_t> first{0};
+  void add(std::int64_t tasks) { first.push_back(first.back() + tasks); }
+  std::int64_t total() const { return first.back(); }
+  // Task t's part and its index there.
+  std::pair<std::size_t, std::int64_t> locate(std::int64_t t) const {
+    std::size_t i = 0;
+    while (t >= first[i + 1]) ++i;
+    return {i, t - first[i]};
+  }
+};
+
 // What the conv plans share: run()'s checks, then execute() on the
 // stream's pool.
 class ConvPlanBase : public Plan {
@@ -125,10 +138,8 @@ struct ConvGemm {
   std::vector<kernels::PackedB> packed;  // the kernels' view of them
 
   std::int64_t m_tiles() const { return (pixels + tiling.m_block - 1) / tiling.m_block; }
-  std::int64_t y_row(std::int64_t p) const { return run ? p / run * y_run + p % run * y_pixel : p * y_pixel; }
-  std::int64_t residual_row(std::int64_t p) const {
-    return run ? p / run * residual_run + p % run * residual_pixel : p * residual_pixel;
-  }
+  std::int64_t y_row(std::int64_t p) const { return kernels::run_row_offset(p, run, y_pixel, y_run); }
+  std::int64_t residual_row(std::int64_t p) const { return kernels::run_row_offset(p, run, residual_pixel, residual_run); }
 };
 
 class ConvPlan final : public ConvPlanBase {
@@ -150,9 +161,8 @@ class ConvPlan final : public ConvPlanBase {
     const std::int64_t batch = x.shape[0];
     const std::int64_t cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
     const std::size_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
-    // Task t of GEMM i: first[i] <= t < first[i + 1].
-    std::vector<std::int64_t> first{0};
-    for (const ConvGemm& gm : s_.gemms) first.push_back(first.back() + batch * gm.m_tiles() * ((cog + gm.n_chunk - 1) / gm.n_chunk));
+    TaskRanges tasks;
+    for (const ConvGemm& gm : s_.gemms) tasks.add(batch * gm.m_tiles() * ((cog + gm.n_chunk - 1) / gm.n_chunk));
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
@@ -163,11 +173,9 @@ class ConvPlan final : public ConvPlanBase {
     base.ep = {io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, 0, 1};
 
-    auto task = [&](std::int64_t t) {
-      std::size_t i = 0;
-      while (t >= first[i + 1]) ++i;
+    auto task = [&](std::int64_t task_index) {
+      const auto [i, t] = tasks.locate(task_index);
       const ConvGemm& gm = s_.gemms[i];
-      t -= first[i];
       const std::int64_t m_tiles = gm.m_tiles(), n_parts = (cog + gm.n_chunk - 1) / gm.n_chunk;
       const std::int64_t n = t / (m_tiles * n_parts), mt = t / n_parts % m_tiles, part = t % n_parts;
       const std::int64_t p0 = mt * gm.tiling.m_block, rows = std::min(gm.tiling.m_block, gm.pixels - p0);
@@ -200,7 +208,7 @@ class ConvPlan final : public ConvPlanBase {
         run_columns(*gm.row, a, gm.tiling, rows, c0, c1);
       }
     };
-    pool.run_tasks(first.back(), task);
+    pool.run_tasks(tasks.total(), task);
   }
 
   Spec s_;
@@ -245,9 +253,8 @@ class WinogradConvPlan final : public ConvPlanBase {
     const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
     const auto blocks = [](const WinogradPart& part) { return (part.tiles + part.tiling.m_block - 1) / part.tiling.m_block; };
     const auto n_parts = [&](const WinogradPart& part) { return (cog + part.n_chunk - 1) / part.n_chunk; };
-    // Task t of part i: first[i] <= t < first[i + 1].
-    std::vector<std::int64_t> first{0};
-    for (const WinogradPart& part : s_.parts) first.push_back(first.back() + batch * blocks(part) * n_parts(part));
+    TaskRanges tasks;
+    for (const WinogradPart& part : s_.parts) tasks.add(batch * blocks(part) * n_parts(part));
 
     kernels::MatmulArgs base{};
     base.a_dtype = x.dtype;
@@ -260,11 +267,9 @@ class WinogradConvPlan final : public ConvPlanBase {
     const kernels::EpilogueArgs ep{io_.epilogue.scale, static_cast<kernels::Act>(io_.epilogue.activation), nullptr,
                                    bias ? bias->dtype() : DType::f32, nullptr, r ? r->dtype : DType::f32, 0, 1};
 
-    auto task = [&](std::int64_t t) {
-      std::size_t i = 0;
-      while (t >= first[i + 1]) ++i;
+    auto task = [&](std::int64_t task_index) {
+      const auto [i, t] = tasks.locate(task_index);
       const WinogradPart& part = s_.parts[i];
-      t -= first[i];
       const std::int64_t block = part.tiling.m_block, parts_n = n_parts(part);
       const std::int64_t n = t / (blocks(part) * parts_n), blk = t / parts_n % blocks(part), chunk = t % parts_n;
       const std::int64_t t0 = blk * block, count = std::min(block, part.tiles - t0);
@@ -291,7 +296,7 @@ class WinogradConvPlan final : public ConvPlanBase {
         s_.transforms->run.output(part.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
       }
     };
-    pool.run_tasks(first.back(), task);
+    pool.run_tasks(tasks.total(), task);
   }
 
   Spec s_;
@@ -392,6 +397,16 @@ GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std
 
 }  // namespace
 
+// The row stride (elements) of rows of k elements that a register-blocked
+// micro-kernel reads in place: a multiple of 16 at which a micro-tile's rows
+// spread over L1 (C 1280 im2col rows: 11520 f32, 1 KiB short of a multiple
+// of 4 KiB, spread with 16 more).
+std::int64_t in_place_row_stride(std::int64_t k, DType t) {
+  std::int64_t ld = kernels::round_up(k, 16);
+  while (!kernels::rows_spread_in_l1(ld * std::int64_t(bytes_of(t)))) ld += 16;
+  return ld;
+}
+
 // ----------------------------------------------------------------- weights
 
 // The taps of one sub-pixel phase of an upsampling conv along one dim: output
@@ -404,6 +419,19 @@ struct PhaseTaps {
       : shift(parity - pad), first(shift >> 1), count(((shift + k - 1) >> 1) - first + 1) {}
   std::int64_t of(std::int64_t t) const { return ((shift + t) >> 1) - first; }  // the phase tap tap t adds into
 };
+
+// The taps of one sub-pixel phase: src [KH * KW * Cig, Cog] (tap-major, one
+// tap `plane` = Cig * Cog elements) summed into dst [h.count * w.count * Cig, Cog].
+void sum_phase_taps(const float* src, std::int64_t kh, std::int64_t kw, std::int64_t plane, const PhaseTaps& h,
+                    const PhaseTaps& w, float* dst) {
+  std::fill(dst, dst + h.count * w.count * plane, 0.0f);
+  for (std::int64_t i = 0; i < kh; ++i)
+    for (std::int64_t j = 0; j < kw; ++j) {
+      const float* from = src + (i * kw + j) * plane;
+      float* to = dst + (h.of(i) * w.count + w.of(j)) * plane;
+      for (std::int64_t e = 0; e < plane; ++e) to[e] += from[e];
+    }
+}
 
 struct ConvWeights::Phases {
   struct Phase {
@@ -434,14 +462,7 @@ Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(
     const float* src = taps.data_as<float>();
     for (Phases::Phase& ph : phases->phase) {
       TESSERA_ASSIGN_OR_RETURN(Tensor sums, Tensor::empty(DType::f32, {ph.h.count * ph.w.count * cin_group_, cog}));
-      float* dst = sums.data_as<float>();
-      std::fill(dst, dst + sums.numel(), 0.0f);
-      for (std::int64_t i = 0; i < kh_; ++i)
-        for (std::int64_t j = 0; j < kw_; ++j) {
-          const float* from = src + (i * kw_ + j) * cin_group_ * cog;
-          float* to = dst + (ph.h.of(i) * ph.w.count + ph.w.of(j)) * cin_group_ * cog;
-          for (std::int64_t e = 0; e < cin_group_ * cog; ++e) to[e] += from[e];
-        }
+      sum_phase_taps(src, kh_, kw_, cin_group_ * cog, ph.h, ph.w, sums.data_as<float>());
       TESSERA_ASSIGN_OR_RETURN(WeightsPtr w, pack_weights(sums, dtype_));
       phases->bytes += w->bytes();
       ph.gemm.push_back(std::move(w));
@@ -457,24 +478,26 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(boo
   const std::array<std::int64_t, 3> key{upsample, upsample ? pad_h : 0, upsample ? pad_w : 0};
   for (const auto& [k, planes] : derived_->winograd)
     if (k == key) return planes;
-  // The kernels: this one (3x3), or the four sub-pixel phases' (2x2), their
-  // taps summed as upsample_phases sums them.
-  const std::int64_t parts = upsample ? 4 : 1, r = upsample ? 2 : kh_, cog = cout_ / groups_;
+  // The kernels: this one (3x3), or the four sub-pixel phases' (2x2, their
+  // taps summed as upsample_phases sums them); tap-major, Cig * Cog a tap.
+  const std::int64_t parts = upsample ? 4 : 1, r = upsample ? 2 : kh_, cog = cout_ / groups_, plane_size = cin_group_ * cog;
   auto planes = std::make_shared<std::vector<WeightsPtr>>(std::size_t(parts * groups_ * 16));
+  std::vector<float> phase_taps(std::size_t(upsample ? 4 * plane_size : 0));
   for (std::int64_t g = 0; g < groups_; ++g) {
-    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, gemm_[std::size_t(g)]->unpack());  // f32 [KH * KW * Cig, Cog]: tap-major
-    const float* src = taps.data_as<float>();
+    TESSERA_ASSIGN_OR_RETURN(const Tensor taps, gemm_[std::size_t(g)]->unpack());  // f32 [KH * KW * Cig, Cog]
     for (std::int64_t part = 0; part < parts; ++part) {
-      const PhaseTaps h(part / 2, pad_h, kh_), w(part % 2, pad_w, kw_);
+      const float* src = taps.data_as<float>();
+      if (upsample) {
+        sum_phase_taps(src, kh_, kw_, plane_size, PhaseTaps(part / 2, pad_h, kh_), PhaseTaps(part % 2, pad_w, kw_), phase_taps.data());
+        src = phase_taps.data();
+      }
       std::vector<Tensor> u(16);
       for (Tensor& t : u) {
         TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
       }
-      for (std::int64_t e = 0; e < cin_group_ * cog; ++e) {
-        float kernel[9] = {}, plane[16];
-        for (std::int64_t i = 0; i < kh_; ++i)
-          for (std::int64_t j = 0; j < kw_; ++j)
-            kernel[upsample ? h.of(i) * 2 + w.of(j) : i * kw_ + j] += src[(i * kw_ + j) * cin_group_ * cog + e];
+      for (std::int64_t e = 0; e < plane_size; ++e) {
+        float kernel[9], plane[16];
+        for (std::int64_t tap = 0; tap < r * r; ++tap) kernel[tap] = src[tap * plane_size + e];
         kernels::winograd_weights(kernel, int(r), plane);
         for (int p = 0; p < 16; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
       }
@@ -612,8 +635,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
       const bool up = attrs.upsample_nearest2x;
       TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(up, attrs.padding[0], attrs.padding[1]));
       WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
-      spec.ld_v = kernels::round_up(cig, 16);
-      while (!kernels::rows_spread_in_l1(spec.ld_v * std::int64_t(bytes_of(x.dtype)))) spec.ld_v += 16;
+      spec.ld_v = in_place_row_stride(cig, x.dtype);
       spec.ld_m = kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
       // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
@@ -648,11 +670,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   spec.x_pixel = x_pixel.value_or(0);
   const auto add_gemm = [&](const kernels::Im2colGeometry& geometry, std::int64_t pixels, const std::vector<WeightsPtr>& weights) {
     ConvGemm gm{.im2col = geometry, .k = geometry.kernel_h * geometry.kernel_w * cig, .pixels = pixels};
-    // The gathered rows are the GEMM's A, read in place where a micro-tile's
-    // rows spread over L1 (C 1280: 11520 f32 a row, 1 KiB short of a
-    // multiple of 4 KiB, spread with 16 more).
-    gm.ld = kernels::round_up(gm.k, 16);
-    while (!kernels::rows_spread_in_l1(gm.ld * std::int64_t(bytes_of(x.dtype)))) gm.ld += 16;
+    gm.ld = in_place_row_stride(gm.k, x.dtype);  // the gathered rows are the GEMM's A
     const GemmChoice c = choose_gemm(ctx, x.dtype, y.dtype, *w, batch, pixels, gm.k);
     gm.row = c.row, gm.tiling = c.tiling, gm.n_chunk = c.n_chunk;
     gm.weights = weights;

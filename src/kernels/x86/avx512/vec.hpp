@@ -323,6 +323,19 @@ static inline __m512 exp16_for(__m512 x, float c = 1.0f) {
   if constexpr (Out == DType::bf16) return exp16_bf16<Arg, Tiny>(x, c);
   else return exp16<Arg, Tiny>(c == 1.0f ? x : _mm512_mul_ps(x, _mm512_set1_ps(c)));
 }
+// For an exp whose argument's constant factors can absorb log2 e: the
+// factor to fold into them (bf16 results: log2 e, so the exp starts at its
+// power of 2, a multiplication fewer; else 1), and the exp of the argument
+// so scaled.
+template <DType Out>
+static constexpr float exp_arg_scale() {
+  return Out == DType::bf16 ? 1.44269504088896341f : 1.0f;
+}
+template <DType Out, ExpArg Arg, ExpTiny Tiny>
+static inline __m512 exp_scaled_for(__m512 t) {
+  if constexpr (Out == DType::bf16) return exp2_16_bf16<Arg, Tiny>(t);
+  else return exp16<Arg, Tiny>(t);
+}
 template <DType Out>
 static inline __m512 divide_for(__m512 a, __m512 b) {
   if constexpr (Out == DType::bf16) return _mm512_mul_ps(a, _mm512_rcp14_ps(b));
@@ -368,12 +381,10 @@ static inline __m512 tanh16(__m512 x) {
 // below, q = p(t) exp(-u²) / 2 (the half folded into p's coefficients):
 // four instructions fewer than through erf(u) and 1 + erf(u), which also
 // cancelled to nothing in the negative tail. u itself is never formed: 1/√2
-// rides on t's constant and -u² = x (-x / 2) (bf16: times log2 e, the exp
-// starting at its power of 2). NaN stays NaN; -inf gives NaN (-inf times
+// rides on t's constant and -u² = x (-x / 2) (times exp_arg_scale). NaN stays NaN; -inf gives NaN (-inf times
 // 0), as the reference's x (1 + erf(u)) / 2 does.
 template <DType Out = DType::f32>
 static inline __m512 gelu_erf16(__m512 x) {
-  constexpr bool kBf16 = Out == DType::bf16;
   const __m512 t = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.3275911f * 0.70710678118654752f),
                                                                           _mm512_set1_ps(1.0f)));
   __m512 p = _mm512_set1_ps(0.5f * 1.061405429f);
@@ -382,8 +393,8 @@ static inline __m512 gelu_erf16(__m512 x) {
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * -0.284496736f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.5f * 0.254829592f));
   p = _mm512_mul_ps(p, t);
-  const __m512 arg = _mm512_mul_ps(x, _mm512_mul_ps(x, _mm512_set1_ps(kBf16 ? -0.5f * 1.44269504088896341f : -0.5f)));
-  const __m512 e = kBf16 ? exp2_16_bf16<ExpArg::nonpositive, ExpTiny::normal>(arg) : exp16<ExpArg::nonpositive, ExpTiny::normal>(arg);
+  const __m512 arg = _mm512_mul_ps(x, _mm512_mul_ps(x, _mm512_set1_ps(-0.5f * exp_arg_scale<Out>())));
+  const __m512 e = exp_scaled_for<Out, ExpArg::nonpositive, ExpTiny::normal>(arg);
   const __m512 q = _mm512_mul_ps(p, e);
   const __mmask16 upper = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLT_UQ);  // x >= 0 or NaN
   return _mm512_mul_ps(x, _mm512_mask_sub_ps(q, upper, _mm512_set1_ps(1.0f), q));
