@@ -351,7 +351,8 @@ void print_header(const Run& run, Context& ctx) {
              "interleaved\n",
              run.measure.repeats, run.measure.repeat_ms);
   fmt::print("GFLOP/s = 2 x OH x OW x Cout x C x KH x KW, the same count for every implementation (the upsample's "
-             "sub-pixel convs and f32 3x3 stride 1's Winograd do 4/9 of it, hence rates past the peak); % of the FMA (f32) or AMX (bf16) peak measured "
+             "sub-pixel convs and f32 3x3 stride 1's Winograd do 4/9 of it, bf16 3x3 stride 1's Winograd (without AMX) 1/4, hence "
+             "rates past the peak); % of the FMA (f32) or AMX (bf16) peak measured "
              "in this run\n");
   fmt::print("vs best peer: the other implementation's median / this row's (> 1: this row is faster); tessera against "
              "the fastest peer, the others against tessera (tessera_bare: the fused conv's cost over the bare one)\n");

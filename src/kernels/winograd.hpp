@@ -1,15 +1,20 @@
 #pragma once
 // Winograd minimal filtering for stride-1 convs over NHWC (Lavin & Gray
-// 2015), in two variants on the same 4x4 input patches, 16 planes:
-//   F(2x2, 3x3): 3x3 kernels, 2x2 output tiles: 16 multiplies per tile and
-//                channel pair instead of 36;
-//   F(3x3, 2x2): 2x2 kernels (an upsampling conv's sub-pixel phases), 3x3
-//                output tiles: 16 instead of 36.
-// Per tile and channel:
+// 2015), in three variants; a variant is named by its output tile m and
+// works on (m + r - 1)^2 patches (r: the kernel's size), one plane each:
+//   F(2x2, 3x3): 3x3 kernels, 4x4 patches, 16 multiplies per 2x2 output
+//                tile and channel pair instead of 36;
+//   F(3x3, 2x2): 2x2 kernels (an upsampling conv's sub-pixel phases), 4x4
+//                patches, 16 per 3x3 tile instead of 36;
+//   F(4x4, 3x3): 3x3 kernels, 6x6 patches, 36 per 4x4 tile instead of 144.
+//                Its transforms scale by up to 5 and 1/24 and it loses about
+//                3 decimal bits (C 1280: 10x the direct sum's error): taken
+//                for convs held to the bf16 tolerance only.
+// Per tile and channel, in f32:
 //
-//   V = B^T d B      (d: the 4x4 patch, zeros outside x)   -> 16 planes
-//   M_s = V_s . U_s  (U = G g G^T, the weights: 16 GEMMs over the channels,
-//                     done by the conv with the matmul rows)
+//   V = B^T d B      (d: the patch, zeros outside x)   -> the planes
+//   M_s = V_s . U_s  (U = G g G^T, the weights: one GEMM per plane over the
+//                     channels, done by the conv with the matmul rows)
 //   y = A^T M A      (the tile's outputs), then the conv's epilogue
 //
 //   F(2x2, 3x3): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
@@ -18,12 +23,16 @@
 //   F(3x3, 2x2): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 -1 0 1]
 //                G   = [1 0; 1/2 1/2; 1/2 -1/2; 0 1]
 //                A^T = [1 1 1 0; 0 1 -1 0; 0 1 1 1]
+//   F(4x4, 3x3): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+//                       0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//                G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6;
+//                       1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+//                A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
 //
 // Tile t of a sample covers output rows m (t / tiles_w) + [0, m) and columns
-// m (t % tiles_w) + [0, m), m the tile size; those past the output are not
-// written. A plane holds a block's tiles as rows: plane s (s = 4 i + j,
-// element (i, j) of the 4x4 transform) of V at v + s * plane, tile t0 + r at
-// row r, stride ld.
+// m (t % tiles_w) + [0, m); those past the output are not written. A plane
+// holds a block's tiles as rows: plane s (s = p i + j, element (i, j) of the
+// p x p transform) of V at v + s * plane, tile t0 + r at row r, stride ld.
 #include <cstdint>
 #include <span>
 
@@ -31,8 +40,12 @@
 
 namespace tessera::kernels {
 
+// The variant of output tile m: its patch's size, and its plane count.
+constexpr std::int64_t winograd_patch(std::int64_t tile) { return tile == 4 ? 6 : 4; }
+constexpr std::int64_t winograd_planes(std::int64_t tile) { return winograd_patch(tile) * winograd_patch(tile); }
+
 struct WinogradGeometry {
-  std::int64_t tile;                  // 2: F(2x2, 3x3); 3: F(3x3, 2x2)
+  std::int64_t tile;                  // 2: F(2x2, 3x3); 3: F(3x3, 2x2); 4: F(4x4, 3x3)
   std::int64_t in_h, in_w, channels;  // channels: the group's Cig
   std::int64_t pad_h, pad_w;          // x's row of a tile's patch: tile * (t / tiles_w) - pad_h
   std::int64_t out_h, out_w, tiles_w;  // tiles_w = ceil(out_w / tile)
@@ -54,10 +67,10 @@ struct WinogradOutput {
 };
 
 // Tiles [t0, t0 + count) of one sample (x at the group's first channel) into
-// V's 16 planes, in v_dtype (the GEMM's A: x's dtype).
-using WinogradInputFn = void (*)(const WinogradGeometry& g, const void* x, std::int64_t t0, std::int64_t count, void* v,
-                                 DType v_dtype, std::int64_t ld, std::int64_t plane);
-// From the 16 planes of f32 sums m of tiles [t0, t0 + count), columns
+// V's planes.
+using WinogradInputFn = void (*)(const WinogradGeometry& g, const void* x, std::int64_t t0, std::int64_t count, float* v,
+                                 std::int64_t ld, std::int64_t plane);
+// From the planes of sums m of tiles [t0, t0 + count), columns
 // [n0, n1): the tiles' output pixels, through the epilogue.
 using WinogradOutputFn = void (*)(const WinogradGeometry& g, const float* m, std::int64_t ld, std::int64_t plane,
                                   std::int64_t t0, std::int64_t count, std::int64_t n0, std::int64_t n1,
@@ -71,9 +84,10 @@ struct WinogradTransforms {
 struct WinogradProblem {
   DType x, y, residual;  // residual: f32 when absent
   std::int64_t in_channels, out_channels;  // per group
+  std::int64_t tile;                       // the variant
 };
 
-// Tiles per block: the 16 planes of V and of M (and a GEMM's A rows) kept
+// Tiles per block: the planes of V and of M (and a GEMM's A rows) kept
 // near the core.
 struct WinogradTiling {
   std::int64_t tiles;
@@ -87,27 +101,12 @@ struct WinogradFamily {
 
 std::span<const KernelRow<WinogradFamily>> rows(WinogradFamily);
 
-// U = G g G^T of one r x r kernel g (row-major; r = 3 or 2, the variant's)
-// into u[16] (row-major 4x4). G's rows: g_0; (sum of g) / 2; (alternating
-// sum) / 2; g_last.
-static inline void winograd_weights(const float* g, int r, float* u) {
-  const auto g_times = [r](const float* v, std::int64_t step, float* out) {
-    const float last = v[(r - 1) * step];
-    float sum = 0.0f, alt = 0.0f;
-    for (int i = 0; i < r; ++i) sum += v[i * step], alt += (i % 2 ? -1.0f : 1.0f) * v[i * step];
-    out[0] = v[0], out[1] = 0.5f * sum, out[2] = 0.5f * alt, out[3] = last;
-  };
-  float gg[4][3] = {};  // G g: column c of g through G
-  for (int c = 0; c < r; ++c) {
-    float col[4];
-    g_times(g + c, r, col);
-    for (int i = 0; i < 4; ++i) gg[i][c] = col[i];
-  }
-  for (int i = 0; i < 4; ++i) g_times(gg[i], 1, u + 4 * i);
-}
+// U = G g G^T of one r x r kernel g (row-major; r = 3, or 2 for tile 3)
+// into u (row-major p x p, p = winograd_patch(tile)), summed in double.
+void winograd_weights(const float* g, std::int64_t tile, float* u);
 
 #define TESSERA_WINOGRAD_KERNELS                                                                                    \
-  void winograd_input(const WinogradGeometry&, const void*, std::int64_t, std::int64_t, void*, DType, std::int64_t, \
+  void winograd_input(const WinogradGeometry&, const void*, std::int64_t, std::int64_t, float*, std::int64_t,        \
                       std::int64_t);                                                                                \
   void winograd_output(const WinogradGeometry&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, \
                        std::int64_t, std::int64_t, const WinogradOutput&);

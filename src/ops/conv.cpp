@@ -225,13 +225,13 @@ struct WinogradPart {
   kernels::MatmulTiling tiling;  // m_block: tiles per task
   std::int64_t n_chunk;          // output channels (of a group) per task
   std::int64_t y_at, y_row, y_pixel, residual_at, residual_row, residual_pixel;
-  std::vector<kernels::PackedB> packed;  // [group][16]: U's planes, [Cig, Cog]
+  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [Cig, Cog]
 };
 
 // Winograd convs: a task takes a block of output tiles of one part and
 // sample and a range of output channels; per group, the input transform
-// into 16 planes, one GEMM per plane with the transformed weights (f32 sums
-// into 16 more planes), and the output transform with the epilogue into y.
+// into f32 planes, one GEMM per plane with the transformed weights (sums
+// into as many more planes), and the output transform with the epilogue into y.
 class WinogradConvPlan final : public ConvPlanBase {
  public:
   struct Spec {
@@ -250,15 +250,15 @@ class WinogradConvPlan final : public ConvPlanBase {
     const ConvWeights& w = *io_.w;
     const Tensor *bias = bias_of(in), *res = residual_of(in);
     const std::int64_t batch = x.shape[0], cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
-    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
+    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype), planes = kernels::winograd_planes(s_.parts[0].geometry.tile);
     const auto blocks = [](const WinogradPart& part) { return (part.tiles + part.tiling.m_block - 1) / part.tiling.m_block; };
     const auto n_parts = [&](const WinogradPart& part) { return (cog + part.n_chunk - 1) / part.n_chunk; };
     TaskRanges tasks;
     for (const WinogradPart& part : s_.parts) tasks.add(batch * blocks(part) * n_parts(part));
 
     kernels::MatmulArgs base{};
-    base.a_dtype = x.dtype;
-    base.b_dtype = s_.parts[0].packed[0].dtype;
+    base.a_dtype = DType::f32;
+    base.b_dtype = DType::f32;
     base.c_dtype = DType::f32;
     base.k = cig;
     base.a_row_stride = s_.ld_v, base.a_col_stride = 1;
@@ -275,17 +275,17 @@ class WinogradConvPlan final : public ConvPlanBase {
       const std::int64_t t0 = blk * block, count = std::min(block, part.tiles - t0);
       const std::int64_t c0 = chunk * part.n_chunk, c1 = std::min(cog, c0 + part.n_chunk);
       const std::int64_t v_plane = block * s_.ld_v, m_plane = block * s_.ld_m;
-      auto* v = static_cast<char*>(kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(16 * v_plane * xb)));
-      auto* m = static_cast<float*>(kernels::thread_scratch(kernels::ScratchSlot::winograd, std::size_t(16 * m_plane) * 4));
+      auto* v = static_cast<float*>(kernels::thread_scratch(kernels::ScratchSlot::im2col, std::size_t(planes * v_plane) * 4));
+      auto* m = static_cast<float*>(kernels::thread_scratch(kernels::ScratchSlot::winograd, std::size_t(planes * m_plane) * 4));
       kernels::MatmulArgs a = base;
       kernels::WinogradOutput o{nullptr, io_.y.dtype, part.y_row, part.y_pixel, ep, part.residual_row};
       o.ep.residual_row_stride = part.residual_pixel;
       for (std::int64_t g = 0; g < w.groups(); ++g) {
-        s_.transforms->run.input(part.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, x.dtype,
-                                 s_.ld_v, v_plane);
-        for (std::int64_t p = 0; p < 16; ++p) {
-          a.a = v + p * v_plane * xb;
-          a.packed = &part.packed[std::size_t(16 * g + p)];
+        s_.transforms->run.input(part.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, s_.ld_v,
+                                 v_plane);
+        for (std::int64_t p = 0; p < planes; ++p) {
+          a.a = v + p * v_plane;
+          a.packed = &part.packed[std::size_t(planes * g + p)];
           a.c = m + p * m_plane;
           run_columns(*part.row, a, part.tiling, count, c0, c1);
         }
@@ -361,10 +361,10 @@ struct GemmChoice {
 };
 
 // `max_block`: a cap on the rows per task (0: none).
-GemmChoice choose_gemm(Context& ctx, DType x, DType y, const ConvWeights& w, std::int64_t batch, std::int64_t pixels,
-                       std::int64_t k, std::int64_t max_block = 0) {
+GemmChoice choose_gemm(Context& ctx, DType a, DType b, DType c_dtype, const ConvWeights& w, std::int64_t batch,
+                       std::int64_t pixels, std::int64_t k, std::int64_t max_block = 0) {
   const std::int64_t cog = w.out_channels() / w.groups();
-  const kernels::MatmulProblem problem{x, w.dtype(), y, true, false, pixels, cog, k, 1, 1, 1, true};
+  const kernels::MatmulProblem problem{a, b, c_dtype, true, false, pixels, cog, k, 1, 1, 1, true};
   GemmChoice c{kernels::select<kernels::MatmulFamily>(problem, ctx.isa()), {}, 0};
   c.tiling = c.row->tiling(problem, ctx.hw());
   c.tiling.m_block = std::max<std::int64_t>(1, std::min({c.tiling.m_block, pixels, max_block > 0 ? max_block : pixels}));
@@ -472,16 +472,21 @@ Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(
   return std::shared_ptr<const Phases>(std::move(phases));
 }
 
-Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(bool upsample, std::int64_t pad_h,
+Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(std::int64_t tile, std::int64_t pad_h,
                                                                              std::int64_t pad_w) const {
   const std::lock_guard lock(derived_->mutex);
-  const std::array<std::int64_t, 3> key{upsample, upsample ? pad_h : 0, upsample ? pad_w : 0};
+  const bool upsample = tile == 3;
+  const std::array<std::int64_t, 3> key{tile, upsample ? pad_h : 0, upsample ? pad_w : 0};
   for (const auto& [k, planes] : derived_->winograd)
     if (k == key) return planes;
   // The kernels: this one (3x3), or the four sub-pixel phases' (2x2, their
   // taps summed as upsample_phases sums them); tap-major, Cig * Cog a tap.
+  // The planes stay f32 whatever the weights' dtype: rounded to bf16 they
+  // would put the error past the bf16 tolerance (F(2x2, 3x3), x f32, w bf16,
+  // 3x3 at C 24: 0.18 against 0.15).
   const std::int64_t parts = upsample ? 4 : 1, r = upsample ? 2 : kh_, cog = cout_ / groups_, plane_size = cin_group_ * cog;
-  auto planes = std::make_shared<std::vector<WeightsPtr>>(std::size_t(parts * groups_ * 16));
+  const std::int64_t n_planes = kernels::winograd_planes(tile);
+  auto planes = std::make_shared<std::vector<WeightsPtr>>(std::size_t(parts * groups_ * n_planes));
   std::vector<float> phase_taps(std::size_t(upsample ? 4 * plane_size : 0));
   for (std::int64_t g = 0; g < groups_; ++g) {
     TESSERA_ASSIGN_OR_RETURN(const Tensor taps, gemm_[std::size_t(g)]->unpack());  // f32 [KH * KW * Cig, Cog]
@@ -491,18 +496,18 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(boo
         sum_phase_taps(src, kh_, kw_, plane_size, PhaseTaps(part / 2, pad_h, kh_), PhaseTaps(part % 2, pad_w, kw_), phase_taps.data());
         src = phase_taps.data();
       }
-      std::vector<Tensor> u(16);
+      std::vector<Tensor> u(static_cast<std::size_t>(n_planes));
       for (Tensor& t : u) {
         TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
       }
       for (std::int64_t e = 0; e < plane_size; ++e) {
-        float kernel[9], plane[16];
+        float kernel[9], plane[36];
         for (std::int64_t tap = 0; tap < r * r; ++tap) kernel[tap] = src[tap * plane_size + e];
-        kernels::winograd_weights(kernel, int(r), plane);
-        for (int p = 0; p < 16; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
+        kernels::winograd_weights(kernel, tile, plane);
+        for (std::int64_t p = 0; p < n_planes; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
       }
-      for (int p = 0; p < 16; ++p) {
-        TESSERA_ASSIGN_OR_RETURN((*planes)[std::size_t((part * groups_ + g) * 16 + p)], pack_weights(u[std::size_t(p)], dtype_));
+      for (std::int64_t p = 0; p < n_planes; ++p) {
+        TESSERA_ASSIGN_OR_RETURN((*planes)[std::size_t((part * groups_ + g) * n_planes + p)], pack_weights(u[std::size_t(p)], DType::f32));
       }
     }
   }
@@ -620,28 +625,31 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   const std::array<std::int64_t, 2> ones{1, 1};
   const std::int64_t res_h = epilogue.residual ? epilogue.residual->strides[1] : 0;
   const std::int64_t res_w = epilogue.residual ? epilogue.residual->strides[2] : 0;
-  // Winograd: F(2x2, 3x3) for a 3x3 conv; F(3x3, 2x2) for the four 2x2
-  // sub-pixel phases of an upsampling one (3x3, pad 1). On f32 operands
-  // only: through bf16 its transformed operands, rounded, put the error past
-  // the bf16 tolerance (x f32, w bf16, 3x3 at C 24: 0.18 against 0.15).
+  // Winograd, in f32 whatever the operands' dtype: F(2x2, 3x3) for a 3x3
+  // conv on f32 operands, F(4x4, 3x3) (4x fewer multiplies, 3 bits less
+  // accurate) for one held to the bf16 tolerance (x or weights bf16) unless
+  // AMX multiplies bf16 (~10x the f32 FMA rate: the direct conv is faster);
+  // F(3x3, 2x2) for the four 2x2 sub-pixel phases of an upsampling one (3x3,
+  // pad 1) on f32 operands.
   const bool phases_2x2 = PhaseTaps(0, attrs.padding[0], kh).count == 2 && PhaseTaps(1, attrs.padding[0], kh).count == 2 &&
                           PhaseTaps(0, attrs.padding[1], kw).count == 2 && PhaseTaps(1, attrs.padding[1], kw).count == 2;
-  const bool winograd_shape = attrs.stride == ones && attrs.dilation == ones &&
-                              (attrs.upsample_nearest2x ? phases_2x2 : kh == 3 && kw == 3);
-  if (winograd_shape && cig >= 16 && cog >= 16 && x.dtype == DType::f32 && w->dtype() == DType::f32) {
-    const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog};
+  const bool through_bf16 = x.dtype == DType::bf16 || w->dtype() == DType::bf16;
+  const bool up = attrs.upsample_nearest2x;
+  const std::int64_t tile = up ? (phases_2x2 && !through_bf16 ? 3 : 0) : kh == 3 && kw == 3 ? (!through_bf16 ? 2 : ctx.isa() < hw::Isa::amx ? 4 : 0) : 0;
+  if (tile && attrs.stride == ones && attrs.dilation == ones && cig >= 16 && cog >= 16 &&
+      (x.dtype == DType::f32 || x.dtype == DType::bf16)) {
+    const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog, tile};
     const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
     if (transforms && transforms->isa > hw::Isa::scalar) {  // with scalar transforms the direct conv is faster
-      const bool up = attrs.upsample_nearest2x;
-      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(up, attrs.padding[0], attrs.padding[1]));
+      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(tile, attrs.padding[0], attrs.padding[1]));
       WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
-      spec.ld_v = in_place_row_stride(cig, x.dtype);
+      spec.ld_v = in_place_row_stride(cig, DType::f32);
       spec.ld_m = kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
       // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
       for (std::int64_t a = 0; a < (up ? 2 : 1); ++a)
         for (std::int64_t b = 0; b < (up ? 2 : 1); ++b) {
-          const std::int64_t tile = up ? 3 : 2, rows = up ? (y.shape[1] - a + 1) / 2 : y.shape[1];
+          const std::int64_t rows = up ? (y.shape[1] - a + 1) / 2 : y.shape[1];
           const std::int64_t cols = up ? (y.shape[2] - b + 1) / 2 : y.shape[2], tiles_w = (cols + tile - 1) / tile;
           const std::int64_t pad_h = up ? -PhaseTaps(a, attrs.padding[0], kh).first : attrs.padding[0];
           const std::int64_t pad_w = up ? -PhaseTaps(b, attrs.padding[1], kw).first : attrs.padding[1];
@@ -649,13 +657,13 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
           WinogradPart part{.geometry = {tile, x.shape[1], x.shape[2], cig, pad_h, pad_w, rows, cols, tiles_w, x.strides[1],
                                          x.strides[2], x.dtype},
                             .tiles = (rows + tile - 1) / tile * tiles_w};
-          const GemmChoice gemm = choose_gemm(ctx, x.dtype, DType::f32, *w, batch, part.tiles, cig, block);
+          const GemmChoice gemm = choose_gemm(ctx, DType::f32, DType::f32, DType::f32, *w, batch, part.tiles, cig, block);
           part.row = gemm.row, part.tiling = gemm.tiling, part.n_chunk = gemm.n_chunk;
           part.y_at = a * y.strides[1] + b * y.strides[2], part.y_row = step * y.strides[1], part.y_pixel = step * y.strides[2];
           part.residual_at = a * res_h + b * res_w, part.residual_row = step * res_h, part.residual_pixel = step * res_w;
-          const std::size_t first_plane = std::size_t((2 * a + b) * w->groups() * 16);
-          for (std::size_t i = 0; i < std::size_t(w->groups() * 16); ++i) part.packed.push_back(packed_view(*(*u)[first_plane + i]));
-          spec.flops += 2 * batch * part.tiles * 16 * cig * w->out_channels();
+          const std::int64_t planes = kernels::winograd_planes(tile), first_plane = (2 * a + b) * w->groups() * planes;
+          for (std::int64_t i = 0; i < w->groups() * planes; ++i) part.packed.push_back(packed_view(*(*u)[std::size_t(first_plane + i)]));
+          spec.flops += 2 * batch * part.tiles * planes * cig * w->out_channels();
           spec.parts.push_back(std::move(part));
         }
       io.bytes = saturating_add(io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
@@ -671,7 +679,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   const auto add_gemm = [&](const kernels::Im2colGeometry& geometry, std::int64_t pixels, const std::vector<WeightsPtr>& weights) {
     ConvGemm gm{.im2col = geometry, .k = geometry.kernel_h * geometry.kernel_w * cig, .pixels = pixels};
     gm.ld = in_place_row_stride(gm.k, x.dtype);  // the gathered rows are the GEMM's A
-    const GemmChoice c = choose_gemm(ctx, x.dtype, y.dtype, *w, batch, pixels, gm.k);
+    const GemmChoice c = choose_gemm(ctx, x.dtype, w->dtype(), y.dtype, *w, batch, pixels, gm.k);
     gm.row = c.row, gm.tiling = c.tiling, gm.n_chunk = c.n_chunk;
     gm.weights = weights;
     for (const WeightsPtr& b : weights) gm.packed.push_back(packed_view(*b));

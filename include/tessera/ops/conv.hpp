@@ -23,15 +23,17 @@
 // taps each, 4/9 of the multiply-adds); their weights are derived on the
 // first such plan and kept with the ConvWeights (16/9 of its bytes at 3x3).
 //
-// f32 3x3 convs (x and weights f32) at stride 1, no dilation, with at least
-// 16 input and output channels per group run as Winograd where vector
-// transforms are (AVX2 and up): F(2x2, 3x3), 16 multiplies per 2x2 output tile and
-// channel pair instead of 36; upsampling (pad 0 or 1), each 2x2 sub-pixel
-// phase as F(3x3, 2x2), 16 per 3x3 tile instead of 36. Its f32 rounding differs from
-// the direct sum's (the transforms add and halve values before the
-// products) and stays within the f32 tolerance; through bf16 operands it
-// would not, so bf16 convs stay direct. The transformed weights (16/9 of
-// the bytes) are derived and kept as the phases are.
+// 3x3 convs at stride 1, no dilation, with at least 16 input and output
+// channels per group run as Winograd, in f32, where vector transforms are
+// (AVX2 and up). On f32 x and weights F(2x2, 3x3): 16 multiplies per 2x2
+// output tile and channel pair instead of 36, its rounding within the f32
+// tolerance; upsampling (pad 0 or 1), each 2x2 sub-pixel phase as F(3x3,
+// 2x2), 16 per 3x3 tile instead of 36. With x or the weights bf16 (held to
+// the bf16 tolerance) F(4x4, 3x3): 36 per 4x4 tile instead of 144, about 10x
+// the f32 error of the direct sum (far inside bf16's), in f32 FMAs rather
+// than bf16 dot products (2x the multiply-adds a cycle but operands rounded
+// to bf16). The transformed weights (f32, 16/9 of the f32 bytes; 4x for
+// F(4x4, 3x3)) are derived and kept as the phases are.
 //
 // Layout: x, y and the residual are [N, H, W, C] with unit channel stride
 // (any other strides). NCHW data is passed as its NHWC view
@@ -83,12 +85,12 @@ class ConvWeights {
   friend struct Conv2d;
   // Forms derived from these weights on the first plan that asks for them
   // and kept for the next (conv.cpp): an upsampling conv's sub-pixel
-  // phases, and Winograd planes ([part][group][16]) of the 3x3 kernel or of
-  // the phases.
+  // phases, and Winograd planes ([part][group][plane], f32) of the 3x3 kernel
+  // or of the phases (tile 3: kernels/winograd.hpp's variants).
   struct Phases;
   struct Derived;
   Result<std::shared_ptr<const Phases>> upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const;
-  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd(bool upsample, std::int64_t pad_h, std::int64_t pad_w) const;
+  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd(std::int64_t tile, std::int64_t pad_h, std::int64_t pad_w) const;
 
   ConvWeights() = default;
   std::int64_t cout_ = 0, cin_group_ = 0, kh_ = 0, kw_ = 0, groups_ = 1;
