@@ -35,11 +35,11 @@ constexpr std::int64_t kShortKeys = 128;
 constexpr std::int64_t kScoreRows = 8;
 
 template <int RR, int H>
-static void score_tile(const float* q, std::int64_t dim, const float* kt, float* s, std::int64_t width) {
+static void score_tile(const float* q, std::int64_t features, const float* kt, float* s, std::int64_t width) {
   __m512 acc[RR][H];
   for (int i = 0; i < RR; ++i)
     for (int h = 0; h < H; ++h) acc[i][h] = _mm512_setzero_ps();
-  for (std::int64_t d = 0; d < dim; ++d) {
+  for (std::int64_t d = 0; d < features; ++d) {
     // Loaded into a local and pinned there: pinned as an array element, each
     // vector was also stored to the stack on every step.
     __m512 k[H];
@@ -62,9 +62,10 @@ static void score_tile(const float* q, std::int64_t dim, const float* kt, float*
 // last row sees (`visible`: keys of the block a row sees; rows go by
 // position, the last one sees the most): under a causal mask the block on
 // the diagonal is half hidden, and its hidden halves are skipped, not
-// computed and then masked.
-static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, const float* kt, float* s, std::int64_t width,
-                       std::int64_t c, std::int64_t n, const std::int64_t* visible) {
+// computed and then masked. Over the head's features only: q's padding
+// features are zeros (SD's 40-wide heads: 40 steps, not 48).
+static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, std::int64_t head_dim, const float* kt, float* s,
+                       std::int64_t width, std::int64_t c, std::int64_t n, const std::int64_t* visible) {
   for (std::int64_t r = 0; r < rows; r += kScoreRows) {
     const std::int64_t rr = std::min(kScoreRows, rows - r), keys = std::min(n, visible[r + rr - 1]) - c;
     if (keys <= 0) continue;
@@ -73,14 +74,14 @@ static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, cons
     const float* k = kt + c;
     const auto tile = [&]<int H>() {
       switch (rr) {
-        case 1: score_tile<1, H>(sliver, dim, k, out, width); break;
-        case 2: score_tile<2, H>(sliver, dim, k, out, width); break;
-        case 3: score_tile<3, H>(sliver, dim, k, out, width); break;
-        case 4: score_tile<4, H>(sliver, dim, k, out, width); break;
-        case 5: score_tile<5, H>(sliver, dim, k, out, width); break;
-        case 6: score_tile<6, H>(sliver, dim, k, out, width); break;
-        case 7: score_tile<7, H>(sliver, dim, k, out, width); break;
-        default: score_tile<8, H>(sliver, dim, k, out, width); break;
+        case 1: score_tile<1, H>(sliver, head_dim, k, out, width); break;
+        case 2: score_tile<2, H>(sliver, head_dim, k, out, width); break;
+        case 3: score_tile<3, H>(sliver, head_dim, k, out, width); break;
+        case 4: score_tile<4, H>(sliver, head_dim, k, out, width); break;
+        case 5: score_tile<5, H>(sliver, head_dim, k, out, width); break;
+        case 6: score_tile<6, H>(sliver, head_dim, k, out, width); break;
+        case 7: score_tile<7, H>(sliver, head_dim, k, out, width); break;
+        default: score_tile<8, H>(sliver, head_dim, k, out, width); break;
       }
     };
     if (keys <= 16) tile.template operator()<1>();
@@ -88,20 +89,24 @@ static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, cons
   }
 }
 
-// O[RR][c : c + 16 NV] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + 16 NV].
-// RR (NV + 1) + 1 <= 32 registers: accumulators, broadcasts, one V vector.
-template <int NV>
-constexpr int pv_rows() { return std::min(8, 31 / (NV + 1)); }
+// O[RR][c : c + w] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + w], w =
+// 16 NV (+ 8 with Half: a head dim of 16 j + 8 takes its last 8 features in
+// a 256-bit vector, at the cost of 8 lanes, not 16: SD's 40-wide heads).
+// RR (NV + Half + 1) + 1 <= 32 registers: accumulators, broadcasts, one V vector.
+template <int NV, bool Half = false>
+constexpr int pv_rows() { return std::min(8, 31 / (NV + Half + 1)); }
 
-template <int RR, int NV>
+template <int RR, int NV, bool Half>
 static void pv_tile(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t dim,
                     const float* const* vrow, std::int64_t n, std::int64_t c) {
-  __m512 acc[RR][NV];
+  __m512 acc[RR][std::max(NV, 1)];  // NV = 0: a head of 8 features, the tail alone
+  [[maybe_unused]] __m256 tail[RR];
 #pragma GCC unroll 8
   for (int i = 0; i < RR; ++i) {
     const __m512 a = _mm512_set1_ps(alpha[i]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(a, _mm512_loadu_ps(o + i * dim + c + 16 * v));
+    if constexpr (Half) tail[i] = _mm256_mul_ps(_mm512_castps512_ps256(a), _mm256_loadu_ps(o + i * dim + c + 16 * NV));
   }
   for (std::int64_t t = 0; t < n; ++t) {
     __m512 b[RR];
@@ -115,27 +120,46 @@ static void pv_tile(const float* p, std::int64_t width, const float* alpha, floa
 #pragma GCC unroll 8
       for (int i = 0; i < RR; ++i) acc[i][v] = _mm512_fmadd_ps(b[i], x, acc[i][v]);
     }
+    if constexpr (Half) {
+      const __m256 x = _mm256_loadu_ps(vr + 16 * NV);
+#pragma GCC unroll 8
+      for (int i = 0; i < RR; ++i) tail[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(b[i]), x, tail[i]);
+    }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < RR; ++i)
+  for (int i = 0; i < RR; ++i) {
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + c + 16 * v, acc[i][v]);
+    if constexpr (Half) _mm256_storeu_ps(o + i * dim + c + 16 * NV, tail[i]);
+  }
 }
 
 // The rows [0, rows) in tiles of RR, the last one of fewer rows.
 // Each tile over the keys its last row sees (P is 0 past a row's own).
-template <int RR, int NV>
+template <int RR, int NV, bool Half = false>
 static void pv_chunk(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
                      std::int64_t dim, const float* const* vrow, const std::int64_t* visible, std::int64_t c) {
   std::int64_t r = 0;
   for (; r + RR <= rows; r += RR)
-    pv_tile<RR, NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, visible[r + RR - 1], c);
+    pv_tile<RR, NV, Half>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, visible[r + RR - 1], c);
   if constexpr (RR > 1)
-    if (r < rows) pv_chunk<RR - 1, NV>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, visible + r, c);
+    if (r < rows) pv_chunk<RR - 1, NV, Half>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, visible + r, c);
 }
 
+// Head dims of 16 j + 8 up to 56 (j <= 3) end in a half vector; others are
+// padded to whole vectors (at most 8 lanes in 72 wasted).
+static bool half_tail(std::int64_t head_dim) { return head_dim % 16 == 8 && head_dim < 64; }
+
 static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
-                        std::int64_t dim, const float* const* vrow, const std::int64_t* visible) {
+                        std::int64_t dim, std::int64_t head_dim, const float* const* vrow, const std::int64_t* visible) {
+  if (half_tail(head_dim)) {
+    switch (head_dim / 16) {
+      case 0: return pv_chunk<pv_rows<0, true>(), 0, true>(p, width, alpha, o, rows, dim, vrow, visible, 0);
+      case 1: return pv_chunk<pv_rows<1, true>(), 1, true>(p, width, alpha, o, rows, dim, vrow, visible, 0);
+      case 2: return pv_chunk<pv_rows<2, true>(), 2, true>(p, width, alpha, o, rows, dim, vrow, visible, 0);
+      default: return pv_chunk<pv_rows<3, true>(), 3, true>(p, width, alpha, o, rows, dim, vrow, visible, 0);
+    }
+  }
   for (std::int64_t c = 0; c < dim; c += 128) {
     switch (std::min<std::int64_t>(8, (dim - c) / 16)) {
       case 1: pv_chunk<pv_rows<1>(), 1>(p, width, alpha, o, rows, dim, vrow, visible, c); break;
@@ -226,7 +250,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         transpose16x16(r);
         for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * width + 16 * h, r[j]);
       }
-    if (kv.dtype == DType::f32 && dim == head_dim) {
+    if (kv.dtype == DType::f32 && (dim == head_dim || half_tail(head_dim))) {  // read in place: no load past a row
       for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
     } else {
       for (std::int64_t i = 0; i < n; ++i) {
@@ -240,7 +264,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     //    the block's max (masked lanes -inf, written back), then its exps.
     for (std::int64_t r = 0; r < rows; ++r)
       visible[r] = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
-    for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, kt, s, width, c, n, visible);
+    for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, head_dim, kt, s, width, c, n, visible);
     // Per row: the new max, P and the row's sum; alpha holds the old max
     // until all rows have theirs, then alpha = exp(old - new) for 16 rows
     // per exp, and l follows.
@@ -291,7 +315,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t r = 0; r < rows; r += 16) rescale_rows16(alpha + r, m + r, row_sum + r, alpha + r, l + r, tail_mask(rows - r));
 
     // 3. O = alpha O + P V.
-    pv_rows_all(s, width, alpha, o, rows, dim, vrow, visible);
+    pv_rows_all(s, width, alpha, o, rows, dim, head_dim, vrow, visible);
   }
 
   finish_rows(a, out, o, dim, m, l);
