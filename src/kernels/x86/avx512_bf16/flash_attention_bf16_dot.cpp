@@ -27,6 +27,8 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
 
 // Scores of RR rows of q (bf16, `dim` apart) for the 16 keys of quarter
 // `quarter` of a block of `keys`: each Kᵀ tile row is d pair j of 16 keys.
+// The last tile's pairs past head_dim (zeros) are skipped: SD's 40-wide
+// heads take 20 pairs, not 32.
 // Quarters rather than halves: a block's last 32 keys may be 16 or fewer.
 // The rows' pairs are read through (RR + 2) / 3 base pointers, each serving
 // three rows as base, base + L and base + 2 L (an index register scaled by
@@ -34,8 +36,8 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
 // pointer per row the 16 addresses took more registers than there are, and
 // each step reloaded a third of them from the stack.
 template <int RR>
-static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp, std::int64_t keys, std::int64_t quarter,
-                       float* s) {
+static void score_tile(const std::uint16_t* q, std::int64_t dim, std::int64_t head_dim, const char* kp, std::int64_t keys,
+                       std::int64_t quarter, float* s) {
   constexpr int kBases = (RR + 2) / 3;
   const std::int64_t row_bytes = 2 * dim;
   const char* base[kBases];
@@ -44,14 +46,20 @@ static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp,
   __m512 acc[RR];
 #pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < dim / 32; ++c) {
+  const auto pair_step = [&](const char* tile, int j) {
+    const __m512i k = _mm512_load_si512(tile + 64 * j);
+#pragma GCC unroll 16
+    for (int i = 0; i < RR; ++i)
+      acc[i] = dot_pair(acc[i], reinterpret_cast<const std::uint16_t*>(base[i / 3] + (i % 3) * row_bytes + 4 * j), k);
+  };
+  const std::int64_t chunks = dim / 32, last_pairs = (head_dim - 32 * (chunks - 1) + 1) / 2;
+  for (std::int64_t c = 0; c < chunks; ++c) {
     const char* tile = kp + (keys / 16 * c + quarter) * kTileBytes;
+    if (c + 1 < chunks || last_pairs == 16) {
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) {
-      const __m512i k = _mm512_load_si512(tile + 64 * j);
-#pragma GCC unroll 16
-      for (int i = 0; i < RR; ++i)
-        acc[i] = dot_pair(acc[i], reinterpret_cast<const std::uint16_t*>(base[i / 3] + (i % 3) * row_bytes + 4 * j), k);
+      for (int j = 0; j < 16; ++j) pair_step(tile, j);
+    } else {
+      for (int j = 0; j < last_pairs; ++j) pair_step(tile, j);
     }
 #pragma GCC unroll 6
     for (int b = 0; b < kBases; ++b) base[b] += 64;  // the next 32 features
@@ -60,36 +68,45 @@ static void score_tile(const std::uint16_t* q, std::int64_t dim, const char* kp,
   for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * keys + 16 * quarter, acc[i]);
 }
 
-// O[RR rows][32 c : 32 c + 32] = alpha O + P V over the first n keys of a
-// block of `keys`: each V tile row is the key pair j of 16 columns (of a
-// step of 32).
-template <int RR>
+// O[RR rows][32 c : 32 c + 16 NV] = alpha O + P V over the first n keys of
+// a block of `keys`: each V tile row is the key pair j of 16 columns (of a
+// step of 32). NV = 1 for a last step of 16 features or fewer (SD's 40-wide
+// heads: 48 columns, not 64).
+template <int RR, int NV>
 static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alpha, float* o, std::int64_t dim, const char* vp,
                     std::int64_t c, std::int64_t n) {
-  __m512 acc[RR][2];
+  __m512 acc[RR][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < RR; ++i) {
     const __m512 al = _mm512_set1_ps(alpha[i]);
-    acc[i][0] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim));
-    acc[i][1] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim + 16));
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(al, _mm512_loadu_ps(o + i * dim + 16 * v));
   }
   for (std::int64_t step = 0; 32 * step < n; ++step) {
     const char* t0 = vp + (step * 2 * (dim / 32) + 2 * c) * kTileBytes;
     for (std::int64_t j = 0, pairs = std::min<std::int64_t>(16, (n - 32 * step + 1) / 2); j < pairs; ++j) {
-      const __m512i v0 = _mm512_load_si512(t0 + 64 * j), v1 = _mm512_load_si512(t0 + kTileBytes + 64 * j);
+      __m512i x[NV];
+      for (int v = 0; v < NV; ++v) x[v] = _mm512_load_si512(t0 + v * kTileBytes + 64 * j);
 #pragma GCC unroll 16
       for (int i = 0; i < RR; ++i) {
         const std::uint16_t* pair = p + i * keys + 32 * step + 2 * j;
-        acc[i][0] = dot_pair(acc[i][0], pair, v0);
-        acc[i][1] = dot_pair(acc[i][1], pair, v1);
+        for (int v = 0; v < NV; ++v) acc[i][v] = dot_pair(acc[i][v], pair, x[v]);
       }
     }
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < RR; ++i) {
-    _mm512_storeu_ps(o + i * dim, acc[i][0]);
-    _mm512_storeu_ps(o + i * dim + 16, acc[i][1]);
-  }
+  for (int i = 0; i < RR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + 16 * v, acc[i][v]);
+}
+
+// Columns [32 c, 32 c + 16 NV) of a group's 32 rows: 12 + 12 + 8 rows, each
+// tile over the keys its last row sees.
+template <int NV, class Seen>
+static void pv_group(const Bf16FlashRows& rs, std::int64_t g, std::int64_t c, const Seen& seen) {
+  const std::int64_t dim = rs.dim, keys = rs.keys;
+  float* oc = rs.o + g * dim + 32 * c;
+  pv_tile<12, NV>(rs.p, keys, rs.alpha + g, oc, dim, rs.vp, c, seen(11));
+  pv_tile<12, NV>(rs.p + 12 * keys, keys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, seen(23));
+  pv_tile<8, NV>(rs.p + 24 * keys, keys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, seen(31));
 }
 
 }  // namespace
@@ -114,14 +131,12 @@ void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int6
       };
       for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
         for (std::int64_t r = 0; r < kGroup; r += 16)
-          if (16 * quarter < seen(r + 15)) score_tile<16>(rs.q + (g + r) * dim, dim, rs.kp, keys, quarter, sb + r * keys);
+          if (16 * quarter < seen(r + 15)) score_tile<16>(rs.q + (g + r) * dim, dim, rs.head_dim, rs.kp, keys, quarter, sb + r * keys);
       rs.softmax_rows(g, 0, kGroup, sb, tb, n);
       rs.finish_group(g);
       for (std::int64_t c = 0; c < dim / 32; ++c) {
-        float* oc = rs.o + g * dim + 32 * c;
-        pv_tile<12>(rs.p, keys, rs.alpha + g, oc, dim, rs.vp, c, seen(11));
-        pv_tile<12>(rs.p + 12 * keys, keys, rs.alpha + g + 12, oc + 12 * dim, dim, rs.vp, c, seen(23));
-        pv_tile<8>(rs.p + 24 * keys, keys, rs.alpha + g + 24, oc + 24 * dim, dim, rs.vp, c, seen(31));
+        if (rs.head_dim - 32 * c <= 16) pv_group<1>(rs, g, c, seen);
+        else pv_group<2>(rs, g, c, seen);
       }
     }
   }
