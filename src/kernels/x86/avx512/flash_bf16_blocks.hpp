@@ -1,6 +1,6 @@
 #pragma once
 // What the two bf16 flash attention kernels share (AMX tiles, and
-// AVX512-BF16 dot products where AMX is absent): per block of 64 keys, K
+// AVX512-BF16 dot products where AMX is absent): per block of keys, K
 // and V packed into the AMX B-tile layouts (pairs of bf16 per 32-bit
 // element, the operand of both _tile_dpbf16ps and vdpbf16ps), and the
 // unit's row state with the online softmax of a group of 32 rows, whose P
@@ -11,10 +11,12 @@
 
 namespace tessera::kernels::avx512 {
 
-constexpr std::int64_t kBf16FlashKeys = 64;   // keys per block
-// The widest block: a kernel that allows it takes a unit's whole key range
-// in one block when the range is this short (cross-attention to 77 text
-// tokens: 96 keys, one softmax per row instead of two online updates).
+constexpr std::int64_t kBf16FlashKeys = 64;  // keys per block: the narrowest, the AMX kernel's
+// The widest block. The dot-product kernel's blocks: a unit's whole key
+// range when no longer (cross-attention to 77 text tokens: 96 keys, one
+// softmax per row), else 128 keys, each block costing every row an online
+// update (AMD EPYC, 1 thread, alternating, 64 -> 128 keys: [1, 4096, 8, 40]
+// 165-168 -> 154-159 ms, [1, 2048, 8, 128] 98 -> 92-94 ms).
 constexpr std::int64_t kBf16FlashShortKeys = 128;
 constexpr std::int64_t kBf16FlashGroup = 32;  // rows per group
 constexpr std::int64_t kTileBytes = 1024;
@@ -67,8 +69,8 @@ namespace {
 // and alpha; per group its scores (f32, [32][keys]) and P (bf16,
 // [32][keys]); the block's packed K and V tiles. Rows of q, o and the tiles
 // span dim, the head dim rounded up to 32 with zero features. Blocks are
-// kBf16FlashKeys wide, or the whole range in one block, in whole steps of
-// 32 keys, where it is no longer than max_keys.
+// block_keys wide, or the whole range in one block of whole steps of 32
+// keys (at least kBf16FlashKeys) where it is shorter.
 struct Bf16FlashRows {
   const AttentionArgs& a;
   std::int64_t head_dim, dim, rows, group, t_end, rows_pad, keys;
@@ -82,10 +84,10 @@ struct Bf16FlashRows {
   Prefetcher<0, kBf16FlashShortKeys> pf;  // the next block's rows, a share per row of the softmax
   alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
 
-  Bf16FlashRows(const AttentionArgs& args, std::int64_t t0, std::int64_t t1, std::int64_t max_keys)
+  Bf16FlashRows(const AttentionArgs& args, std::int64_t t0, std::int64_t t1, std::int64_t block_keys)
       : a(args), head_dim(args.head_dim), dim((args.head_dim + 31) / 32 * 32), rows(args.rows), group(args.group) {
     t_end = visible_keys_end(a, t1);
-    keys = t_end - t0 <= max_keys ? std::max(kBf16FlashKeys, (t_end - t0 + 31) / 32 * 32) : kBf16FlashKeys;
+    keys = std::clamp((t_end - t0 + 31) / 32 * 32, kBf16FlashKeys, block_keys);
     rows_pad = (std::max<std::int64_t>(rows, 1) + kBf16FlashGroup - 1) / kBf16FlashGroup * kBf16FlashGroup;
     const std::size_t state = std::size_t(rows_pad) * (dim * 2 + dim * 4 + 12 + 8) + kBf16FlashGroup * keys * (2 * 4 + 2);
     char* base = static_cast<char*>(thread_scratch(ScratchSlot::a_panel, state));

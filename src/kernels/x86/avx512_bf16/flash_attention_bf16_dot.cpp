@@ -1,6 +1,6 @@
 // Flash attention with AVX512-BF16 dot products (vdpbf16ps) for bf16 q, k
-// and v where AMX is absent. The AMX kernel's blocks (64 keys, or a unit's
-// whole key range up to 128 keys in one block; groups of 32 rows, K and V
+// and v where AMX is absent. The AMX kernel's blocks, wider (128 keys, or a
+// unit's whole key range up to 128 in one block; groups of 32 rows, K and V
 // packed into the tile layouts, the same online softmax with P in bf16:
 // avx512/flash_bf16_blocks.hpp), each tile product done with
 // vectors: a 32-bit broadcast of a bf16 pair of q (or P) times a 64-byte
