@@ -83,7 +83,7 @@ struct WinogradTransforms {
 
 struct WinogradProblem {
   DType x, y, residual;  // residual: f32 when absent
-  std::int64_t in_channels, out_channels;  // per group
+  std::int64_t in_channels, out_channels;  // per group; in: of all the inputs (a stride-2 conv: 4 phases)
   std::int64_t tile;                       // the variant
 };
 

@@ -219,17 +219,26 @@ class ConvPlan final : public ConvPlanBase {
 // y_at + row * y_row + pixel * y_pixel from y's sample start (a phase: every
 // other row and pixel); likewise the residual's.
 struct WinogradPart {
-  kernels::WinogradGeometry geometry;
+  // What the input transform reads, each into its own Cig columns of V's
+  // rows: x, or a stride-2 conv's four phases of x (stride2_phases).
+  struct Input {
+    kernels::WinogradGeometry geometry;
+    std::int64_t x_at;  // elements from the sample's (and group's) start
+  };
+  std::vector<Input> inputs;  // inputs[0].geometry: the output tiles' too
+  // Per plane, the inputs whose weights are not all zero there: a range
+  // [first, first + count) of them, the GEMM's K (count * Cig).
+  std::vector<std::array<std::int64_t, 2>> plane_inputs;
   std::int64_t tiles;  // per sample
   const Row* row;
   kernels::MatmulTiling tiling;  // m_block: tiles per task
   std::int64_t n_chunk;          // output channels (of a group) per task
   std::int64_t y_at, y_row, y_pixel, residual_at, residual_row, residual_pixel;
-  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [Cig, Cog]
+  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [count * Cig, Cog]
 };
 
 // Winograd convs: a task takes a block of output tiles of one part and
-// sample and a range of output channels; per group, the input transform
+// sample and a range of output channels; per group, the input transforms
 // into f32 planes, one GEMM per plane with the transformed weights (sums
 // into as many more planes), and the output transform with the epilogue into y.
 class WinogradConvPlan final : public ConvPlanBase {
@@ -250,7 +259,8 @@ class WinogradConvPlan final : public ConvPlanBase {
     const ConvWeights& w = *io_.w;
     const Tensor *bias = bias_of(in), *res = residual_of(in);
     const std::int64_t batch = x.shape[0], cig = w.in_channels_per_group(), cog = w.out_channels() / w.groups();
-    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype), planes = kernels::winograd_planes(s_.parts[0].geometry.tile);
+    const std::int64_t xb = bytes_of(x.dtype), yb = bytes_of(io_.y.dtype);
+    const std::int64_t planes = kernels::winograd_planes(s_.parts[0].inputs[0].geometry.tile);
     const auto blocks = [](const WinogradPart& part) { return (part.tiles + part.tiling.m_block - 1) / part.tiling.m_block; };
     const auto n_parts = [&](const WinogradPart& part) { return (cog + part.n_chunk - 1) / part.n_chunk; };
     TaskRanges tasks;
@@ -260,7 +270,6 @@ class WinogradConvPlan final : public ConvPlanBase {
     base.a_dtype = DType::f32;
     base.b_dtype = DType::f32;
     base.c_dtype = DType::f32;
-    base.k = cig;
     base.a_row_stride = s_.ld_v, base.a_col_stride = 1;
     base.c_row_stride = s_.ld_m, base.c_col_stride = 1;
     const TensorDesc* r = res ? &res->desc() : nullptr;
@@ -281,10 +290,13 @@ class WinogradConvPlan final : public ConvPlanBase {
       kernels::WinogradOutput o{nullptr, io_.y.dtype, part.y_row, part.y_pixel, ep, part.residual_row};
       o.ep.residual_row_stride = part.residual_pixel;
       for (std::int64_t g = 0; g < w.groups(); ++g) {
-        s_.transforms->run.input(part.geometry, byte_ptr(in[0]) + (n * x.strides[0] + g * cig) * xb, t0, count, v, s_.ld_v,
-                                 v_plane);
+        for (std::size_t j = 0; j < part.inputs.size(); ++j)
+          s_.transforms->run.input(part.inputs[j].geometry, byte_ptr(in[0]) + (n * x.strides[0] + part.inputs[j].x_at + g * cig) * xb,
+                                   t0, count, v + std::int64_t(j) * cig, s_.ld_v, v_plane);
         for (std::int64_t p = 0; p < planes; ++p) {
-          a.a = v + p * v_plane;
+          const auto [first, inputs] = part.plane_inputs[std::size_t(p)];
+          a.a = v + p * v_plane + first * cig;
+          a.k = inputs * cig;
           a.packed = &part.packed[std::size_t(planes * g + p)];
           a.c = m + p * m_plane;
           run_columns(*part.row, a, part.tiling, count, c0, c1);
@@ -293,7 +305,7 @@ class WinogradConvPlan final : public ConvPlanBase {
         if (bias) o.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
         if (res)
           o.ep.residual = byte_ptr(*res) + (n * r->strides[0] + part.residual_at + g * cog * r->strides[3]) * std::int64_t(bytes_of(r->dtype));
-        s_.transforms->run.output(part.geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
+        s_.transforms->run.output(part.inputs[0].geometry, m, s_.ld_m, m_plane, t0, count, c0, c1, o);
       }
     };
     pool.run_tasks(tasks.total(), task);
@@ -433,6 +445,31 @@ void sum_phase_taps(const float* src, std::int64_t kh, std::int64_t kw, std::int
     }
 }
 
+// A stride-2 3x3 conv at pad 1 is four stride-1 2x2 convs, one per parity
+// (a, b) of x's rows and columns, over the phase x_ab[i][j] = x[2i + a][2j +
+// b]: output row o reads x's rows 2o - 1, 2o, 2o + 1, i.e. x_1's rows o - 1
+// and o (taps 0 and 2) and x_0's row o (tap 1). Each phase's kernel g_ab is
+// 2x2 over offsets -1 and 0 (zero where a phase has no tap), so all four run
+// as Winograd F(3x3, 2x2) with the same output tiles, their products summed
+// in one GEMM per plane over the phases' channels side by side. A phase
+// without the offset -1 tap (parity 0) has U = G g G^T zero in plane row
+// (column) 0: taken in the order below, the phases not zero in a plane are
+// a range of them, 49 of 64 (phase, plane) pairs, so the GEMMs make 49
+// multiplies per 3x3 output tile and channel pair where the direct conv
+// makes 81.
+constexpr std::array<std::array<std::int64_t, 2>, 4> kStride2Phases{{{1, 0}, {1, 1}, {0, 1}, {0, 0}}};
+
+// The kernel tap (along one dim) of a phase's tap i (offset i - 1), or -1 for none.
+std::int64_t stride2_tap(std::int64_t parity, std::int64_t i) { return parity == 1 ? 2 * i : i == 0 ? -1 : 1; }
+
+// Plane (i, j)'s phases: [first, first + count) of kStride2Phases.
+std::array<std::int64_t, 2> stride2_plane_phases(std::int64_t plane) {
+  const bool row0 = plane / 4 == 0, col0 = plane % 4 == 0;
+  return row0 && col0 ? std::array<std::int64_t, 2>{1, 1} : row0 ? std::array<std::int64_t, 2>{0, 2}
+                                                   : col0   ? std::array<std::int64_t, 2>{1, 2}
+                                                            : std::array<std::int64_t, 2>{0, 4};
+}
+
 struct ConvWeights::Phases {
   struct Phase {
     PhaseTaps h, w;
@@ -445,7 +482,7 @@ struct ConvWeights::Phases {
 struct ConvWeights::Derived {
   std::mutex mutex;
   std::vector<std::pair<std::array<std::int64_t, 2>, std::shared_ptr<const Phases>>> phases;  // by padding
-  std::vector<std::pair<std::array<std::int64_t, 3>, std::shared_ptr<const std::vector<WeightsPtr>>>> winograd;  // by (upsample, padding)
+  std::vector<std::pair<std::array<std::int64_t, 4>, std::shared_ptr<const std::vector<WeightsPtr>>>> winograd;  // by (of, tile, padding)
 };
 
 Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const {
@@ -472,11 +509,11 @@ Result<std::shared_ptr<const ConvWeights::Phases>> ConvWeights::upsample_phases(
   return std::shared_ptr<const Phases>(std::move(phases));
 }
 
-Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(std::int64_t tile, std::int64_t pad_h,
-                                                                             std::int64_t pad_w) const {
+Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(WinogradOf of, std::int64_t tile,
+                                                                             std::int64_t pad_h, std::int64_t pad_w) const {
   const std::lock_guard lock(derived_->mutex);
-  const bool upsample = tile == 3;
-  const std::array<std::int64_t, 3> key{tile, upsample ? pad_h : 0, upsample ? pad_w : 0};
+  const bool upsample = of == WinogradOf::upsample_phases;
+  const std::array<std::int64_t, 4> key{std::int64_t(of), tile, upsample ? pad_h : 0, upsample ? pad_w : 0};
   for (const auto& [k, planes] : derived_->winograd)
     if (k == key) return planes;
   // The kernels: this one (3x3), or the four sub-pixel phases' (2x2, their
@@ -484,7 +521,7 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(std
   // The planes stay f32 whatever the weights' dtype: rounded to bf16 they
   // would put the error past the bf16 tolerance (F(2x2, 3x3), x f32, w bf16,
   // 3x3 at C 24: 0.18 against 0.15).
-  const std::int64_t parts = upsample ? 4 : 1, r = upsample ? 2 : kh_, cog = cout_ / groups_, plane_size = cin_group_ * cog;
+  const std::int64_t parts = upsample ? 4 : 1, cog = cout_ / groups_, plane_size = cin_group_ * cog;
   const std::int64_t n_planes = kernels::winograd_planes(tile);
   auto planes = std::make_shared<std::vector<WeightsPtr>>(std::size_t(parts * groups_ * n_planes));
   std::vector<float> phase_taps(std::size_t(upsample ? 4 * plane_size : 0));
@@ -496,15 +533,35 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(std
         sum_phase_taps(src, kh_, kw_, plane_size, PhaseTaps(part / 2, pad_h, kh_), PhaseTaps(part % 2, pad_w, kw_), phase_taps.data());
         src = phase_taps.data();
       }
+      // Plane p: [count * Cig, Cog], its inputs' rows one after the other
+      // (one input but for a stride-2 conv's phases).
       std::vector<Tensor> u(static_cast<std::size_t>(n_planes));
-      for (Tensor& t : u) {
-        TESSERA_ASSIGN_OR_RETURN(t, Tensor::empty(DType::f32, {cin_group_, cog}));
+      for (std::int64_t p = 0; p < n_planes; ++p) {
+        const std::int64_t inputs = of == WinogradOf::stride2_phases ? stride2_plane_phases(p)[1] : 1;
+        TESSERA_ASSIGN_OR_RETURN(u[std::size_t(p)], Tensor::empty(DType::f32, {inputs * cin_group_, cog}));
       }
       for (std::int64_t e = 0; e < plane_size; ++e) {
         float kernel[9], plane[36];
-        for (std::int64_t tap = 0; tap < r * r; ++tap) kernel[tap] = src[tap * plane_size + e];
-        kernels::winograd_weights(kernel, tile, plane);
-        for (std::int64_t p = 0; p < n_planes; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
+        if (of != WinogradOf::stride2_phases) {
+          const std::int64_t r = upsample ? 2 : kh_;
+          for (std::int64_t tap = 0; tap < r * r; ++tap) kernel[tap] = src[tap * plane_size + e];
+          kernels::winograd_weights(kernel, tile, plane);
+          for (std::int64_t p = 0; p < n_planes; ++p) u[std::size_t(p)].data_as<float>()[e] = plane[p];
+          continue;
+        }
+        for (std::int64_t phase = 0; phase < 4; ++phase) {
+          const auto [a, b] = kStride2Phases[std::size_t(phase)];
+          for (std::int64_t i = 0; i < 2; ++i)
+            for (std::int64_t j = 0; j < 2; ++j) {
+              const std::int64_t th = stride2_tap(a, i), tw = stride2_tap(b, j);
+              kernel[2 * i + j] = th < 0 || tw < 0 ? 0.0f : src[(3 * th + tw) * plane_size + e];
+            }
+          kernels::winograd_weights(kernel, tile, plane);
+          for (std::int64_t p = 0; p < n_planes; ++p) {
+            const auto [first, count] = stride2_plane_phases(p);
+            if (phase >= first && phase < first + count) u[std::size_t(p)].data_as<float>()[(phase - first) * plane_size + e] = plane[p];
+          }
+        }
       }
       for (std::int64_t p = 0; p < n_planes; ++p) {
         TESSERA_ASSIGN_OR_RETURN((*planes)[std::size_t((part * groups_ + g) * n_planes + p)], pack_weights(u[std::size_t(p)], DType::f32));
@@ -630,20 +687,36 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   // accurate) for one held to the bf16 tolerance (x or weights bf16) unless
   // AMX multiplies bf16 (~10x the f32 FMA rate: the direct conv is faster);
   // F(3x3, 2x2) for the four 2x2 sub-pixel phases of an upsampling one (3x3,
-  // pad 1) on f32 operands.
+  // pad 1) and for the four input phases of a stride-2 3x3 at pad 1, on f32
+  // operands (through bf16 the direct conv's dot products, 2x the FMA rate,
+  // outrun their 49 / 81 of the multiplies), given 28 output tiles a sample
+  // at least: U (49 / 9 the weights' f32 bytes) is read once per block of
+  // tiles (AMD EPYC, 1 thread, C 320 64x64 -> 32x32, 121 tiles: 18.0-18.6
+  // -> 13.8-15.4 ms; C 640 at 32x32, 36 tiles: 18.0-18.1 -> 15.6-16.1 ms;
+  // C 1280 at 16x16, 9 tiles and 321 MB of U: even).
   const bool phases_2x2 = PhaseTaps(0, attrs.padding[0], kh).count == 2 && PhaseTaps(1, attrs.padding[0], kh).count == 2 &&
                           PhaseTaps(0, attrs.padding[1], kw).count == 2 && PhaseTaps(1, attrs.padding[1], kw).count == 2;
   const bool through_bf16 = x.dtype == DType::bf16 || w->dtype() == DType::bf16;
-  const bool up = attrs.upsample_nearest2x;
-  const std::int64_t tile = up ? (phases_2x2 && !through_bf16 ? 3 : 0) : kh == 3 && kw == 3 ? (!through_bf16 ? 2 : ctx.isa() < hw::Isa::amx ? 4 : 0) : 0;
-  if (tile && attrs.stride == ones && attrs.dilation == ones && cig >= 16 && cog >= 16 &&
-      (x.dtype == DType::f32 || x.dtype == DType::bf16)) {
-    const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, cig, cog, tile};
+  const bool up = attrs.upsample_nearest2x, k3 = kh == 3 && kw == 3;
+  const bool stride2 = !up && k3 && attrs.stride == std::array<std::int64_t, 2>{2, 2} &&
+                       attrs.padding == std::array<std::int64_t, 2>{1, 1} && !through_bf16 &&
+                       (y.shape[1] + 2) / 3 * ((y.shape[2] + 2) / 3) >= 28;
+  const std::int64_t tile = up        ? (phases_2x2 && !through_bf16 ? 3 : 0)
+                            : stride2 ? 3
+                            : k3 && attrs.stride == ones ? (!through_bf16 ? 2 : ctx.isa() < hw::Isa::amx ? 4 : 0)
+                                                         : 0;
+  if (tile && attrs.dilation == ones && cig >= 16 && cog >= 16 && (x.dtype == DType::f32 || x.dtype == DType::bf16)) {
+    const std::int64_t inputs = stride2 ? 4 : 1;  // V's row: each input's Cig channels
+    const kernels::WinogradProblem problem{x.dtype, y.dtype, epilogue.residual ? epilogue.residual->dtype : DType::f32, inputs * cig,
+                                           cog, tile};
     const auto* transforms = kernels::select<kernels::WinogradFamily>(problem, ctx.isa());
     if (transforms && transforms->isa > hw::Isa::scalar) {  // with scalar transforms the direct conv is faster
-      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(tile, attrs.padding[0], attrs.padding[1]));
+      using Of = ConvWeights::WinogradOf;
+      const Of of = up ? Of::upsample_phases : stride2 ? Of::stride2_phases : Of::kernel;
+      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(of, tile, attrs.padding[0], attrs.padding[1]));
+      const std::int64_t planes = kernels::winograd_planes(tile);
       WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
-      spec.ld_v = in_place_row_stride(cig, DType::f32);
+      spec.ld_v = in_place_row_stride(inputs * cig, DType::f32);
       spec.ld_m = kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
       // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
@@ -654,19 +727,32 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
           const std::int64_t pad_h = up ? -PhaseTaps(a, attrs.padding[0], kh).first : attrs.padding[0];
           const std::int64_t pad_w = up ? -PhaseTaps(b, attrs.padding[1], kw).first : attrs.padding[1];
           const std::int64_t step = up ? 2 : 1;
-          WinogradPart part{.geometry = {tile, x.shape[1], x.shape[2], cig, pad_h, pad_w, rows, cols, tiles_w, x.strides[1],
-                                         x.strides[2], x.dtype},
-                            .tiles = (rows + tile - 1) / tile * tiles_w};
-          const GemmChoice gemm = choose_gemm(ctx, DType::f32, DType::f32, DType::f32, *w, batch, part.tiles, cig, block);
+          WinogradPart part{.tiles = (rows + tile - 1) / tile * tiles_w};
+          if (stride2) {  // x's phases x[2i + a][2j + b], as conv.cpp's kStride2Phases orders them
+            for (const auto& [pa, pb] : kStride2Phases)
+              part.inputs.push_back({{tile, (x.shape[1] - pa + 1) / 2, (x.shape[2] - pb + 1) / 2, cig, 1, 1, rows, cols, tiles_w,
+                                      2 * x.strides[1], 2 * x.strides[2], x.dtype},
+                                     pa * x.strides[1] + pb * x.strides[2]});
+            for (std::int64_t p = 0; p < planes; ++p) part.plane_inputs.push_back(stride2_plane_phases(p));
+          } else {
+            part.inputs.push_back(
+                {{tile, x.shape[1], x.shape[2], cig, pad_h, pad_w, rows, cols, tiles_w, x.strides[1], x.strides[2], x.dtype}, 0});
+            part.plane_inputs.assign(std::size_t(planes), {0, 1});
+          }
+          const std::int64_t blocks = (part.tiles + block - 1) / block;  // evened out: 121 tiles as 5 x 25, not 4 x 28 + 9
+          const GemmChoice gemm =
+              choose_gemm(ctx, DType::f32, DType::f32, DType::f32, *w, batch, part.tiles, inputs * cig, (part.tiles + blocks - 1) / blocks);
           part.row = gemm.row, part.tiling = gemm.tiling, part.n_chunk = gemm.n_chunk;
           part.y_at = a * y.strides[1] + b * y.strides[2], part.y_row = step * y.strides[1], part.y_pixel = step * y.strides[2];
           part.residual_at = a * res_h + b * res_w, part.residual_row = step * res_h, part.residual_pixel = step * res_w;
-          const std::int64_t planes = kernels::winograd_planes(tile), first_plane = (2 * a + b) * w->groups() * planes;
+          const std::int64_t first_plane = (2 * a + b) * w->groups() * planes;
           for (std::int64_t i = 0; i < w->groups() * planes; ++i) part.packed.push_back(packed_view(*(*u)[std::size_t(first_plane + i)]));
-          spec.flops += 2 * batch * part.tiles * planes * cig * w->out_channels();
+          for (const auto& [first, count] : part.plane_inputs) spec.flops += 2 * batch * part.tiles * count * cig * w->out_channels();
           spec.parts.push_back(std::move(part));
         }
-      io.bytes = saturating_add(io.bytes, std::int64_t(u->size()) * (*u)[0]->bytes() - w->bytes());
+      std::int64_t u_bytes = 0;
+      for (const WeightsPtr& plane : *u) u_bytes += plane->bytes();
+      io.bytes = saturating_add(io.bytes, u_bytes - w->bytes());
       return PlanPtr(std::make_shared<WinogradConvPlan>(io, std::move(spec)));
     }
   }

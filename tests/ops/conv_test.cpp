@@ -228,6 +228,12 @@ std::vector<Case> reference_cases() {
       {1, 9, 7, 20, 19, 3, 3, {.padding = {2, 0}}},
       {1, 5, 6, 32, 34, 3, 3, {.padding = {1, 1}, .groups = 2}},
       {2, 30, 31, 16, 17, 3, 3, {.padding = {1, 1}}},
+      // ... and stride 2 at pad 1 (>= 28 output tiles) over x's four phases:
+      // even and odd sizes (phases of different sizes), groups, several blocks.
+      {1, 33, 34, 20, 19, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
+      {2, 32, 31, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
+      {1, 34, 33, 32, 34, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2}},
+      {1, 67, 38, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
   };
 }
 
@@ -313,8 +319,9 @@ TEST_P(ConvTest, StridedViews) {
 TEST_P(ConvTest, WinogradWhereItPays) {
   // 3x3 stride 1 with >= 16 channels a group runs as Winograd where vector
   // transforms are, through bf16 weights too unless AMX multiplies them
-  // (upsampling per 2x2 phase, on f32 weights); at stride 2, with fewer
-  // channels, and at the scalar level it does not.
+  // (upsampling per 2x2 phase, and stride 2 at pad 1 per input phase, on f32
+  // weights); with fewer channels, at other strides or paddings, and at the
+  // scalar level it does not.
   const auto kernel = [&](const Case& k, DType w_dtype) {
     const ConvWeightsPtr w = pack(random_tensor(DType::f32, k.w_shape(), 1), k.attrs.groups, w_dtype);
     const Result<ops::PlanPtr> plan =
@@ -327,7 +334,12 @@ TEST_P(ConvTest, WinogradWhereItPays) {
   const Case wide{1, 8, 8, 16, 16, 3, 3, {.padding = {1, 1}}};
   EXPECT_EQ(kernel(wide, DType::f32) == winograd, vector) << kernel(wide, DType::f32);
   EXPECT_EQ(kernel(wide, DType::bf16) == winograd, vector && ctx_.isa() < hw::Isa::amx) << kernel(wide, DType::bf16);
-  EXPECT_NE(kernel({1, 8, 8, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}}, DType::f32).substr(0, 8), "winograd");
+  const Case stride2{1, 32, 32, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}};  // 36 output tiles
+  EXPECT_EQ(kernel(stride2, DType::f32) == winograd, vector) << kernel(stride2, DType::f32);
+  EXPECT_NE(kernel(stride2, DType::bf16).substr(0, 8), "winograd");
+  EXPECT_NE(kernel({1, 30, 30, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}}, DType::f32).substr(0, 8), "winograd");  // 25
+  EXPECT_NE(kernel({1, 8, 8, 16, 16, 3, 3, {.stride = {2, 2}}}, DType::f32).substr(0, 8), "winograd");
+  EXPECT_NE(kernel({1, 8, 8, 16, 16, 3, 3, {.stride = {2, 1}, .padding = {1, 1}}}, DType::f32).substr(0, 8), "winograd");
   EXPECT_NE(kernel({1, 8, 8, 15, 16, 3, 3, {.padding = {1, 1}}}, DType::f32).substr(0, 8), "winograd");
   // An upsampling 3x3's 2x2 phases; a 5x5's are 3x3 (no Winograd row).
   const Case up{1, 4, 4, 16, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}};

@@ -85,12 +85,16 @@ class ConvWeights {
   friend struct Conv2d;
   // Forms derived from these weights on the first plan that asks for them
   // and kept for the next (conv.cpp): an upsampling conv's sub-pixel
-  // phases, and Winograd planes ([part][group][plane], f32) of the 3x3 kernel
-  // or of the phases (tile 3: kernels/winograd.hpp's variants).
+  // phases, and Winograd planes ([part][group][plane], f32; `tile` names
+  // kernels/winograd.hpp's variant) of the 3x3 kernel, of an upsampling
+  // conv's four sub-pixel phases, or of the 2x2 kernels a stride-2 3x3 conv
+  // applies to the four parity phases of x (conv.cpp).
   struct Phases;
   struct Derived;
   Result<std::shared_ptr<const Phases>> upsample_phases(std::int64_t pad_h, std::int64_t pad_w) const;
-  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd(std::int64_t tile, std::int64_t pad_h, std::int64_t pad_w) const;
+  enum class WinogradOf { kernel, upsample_phases, stride2_phases };
+  Result<std::shared_ptr<const std::vector<WeightsPtr>>> winograd(WinogradOf of, std::int64_t tile, std::int64_t pad_h,
+                                                                  std::int64_t pad_w) const;
 
   ConvWeights() = default;
   std::int64_t cout_ = 0, cin_group_ = 0, kh_ = 0, kw_ = 0, groups_ = 1;
