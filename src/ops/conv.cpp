@@ -516,8 +516,9 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(Win
   const std::array<std::int64_t, 4> key{std::int64_t(of), tile, upsample ? pad_h : 0, upsample ? pad_w : 0};
   for (const auto& [k, planes] : derived_->winograd)
     if (k == key) return planes;
-  // The kernels: this one (3x3), or the four sub-pixel phases' (2x2, their
-  // taps summed as upsample_phases sums them); tap-major, Cig * Cog a tap.
+  // The kernels: this one (3x3), the four sub-pixel phases' (2x2, their
+  // taps summed as upsample_phases sums them), or a stride-2 conv's four
+  // input phases' (2x2, kStride2Phases); tap-major, Cig * Cog a tap.
   // The planes stay f32 whatever the weights' dtype: rounded to bf16 they
   // would put the error past the bf16 tolerance (F(2x2, 3x3), x f32, w bf16,
   // 3x3 at C 24: 0.18 against 0.15).

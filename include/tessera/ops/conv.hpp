@@ -28,12 +28,15 @@
 // (AVX2 and up). On f32 x and weights F(2x2, 3x3): 16 multiplies per 2x2
 // output tile and channel pair instead of 36, its rounding within the f32
 // tolerance; upsampling (pad 0 or 1), each 2x2 sub-pixel phase as F(3x3,
-// 2x2), 16 per 3x3 tile instead of 36. With x or the weights bf16 (held to
-// the bf16 tolerance) F(4x4, 3x3): 36 per 4x4 tile instead of 144, about 10x
-// the f32 error of the direct sum (far inside bf16's), in f32 FMAs rather
-// than bf16 dot products (2x the multiply-adds a cycle but operands rounded
-// to bf16). The transformed weights (f32, 16/9 of the f32 bytes; 4x for
-// F(4x4, 3x3)) are derived and kept as the phases are.
+// 2x2), 16 per 3x3 tile instead of 36; stride 2 at pad 1 (with 28 or more
+// 3x3 output tiles), as four 2x2 convs over x's row and column parity
+// phases, each F(3x3, 2x2), 49 per 3x3 tile instead of 81. With x or the
+// weights bf16 (held to the bf16 tolerance) F(4x4, 3x3): 36 per 4x4 tile
+// instead of 144, about 10x the f32 error of the direct sum (far inside
+// bf16's), in f32 FMAs rather than bf16 dot products (2x the multiply-adds
+// a cycle but operands rounded to bf16). The transformed weights (f32, 16/9
+// of the f32 bytes; 4x for F(4x4, 3x3), 49/9 at stride 2) are derived and
+// kept as the phases are.
 //
 // Layout: x, y and the residual are [N, H, W, C] with unit channel stride
 // (any other strides). NCHW data is passed as its NHWC view
