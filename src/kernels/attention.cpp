@@ -51,7 +51,7 @@ AttentionTiling row_blocks(const AttentionProblem& p, const hw::Info& hw, std::i
 // (f32) / 128 (AMX): f32 prefill S = 1024 (d 128, 128 rows) 148 -> 132 ms,
 // S = 4096 (d 64) 244 -> 219 ms; AMX d 64 3-4 % faster.
 AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
-  return row_blocks(p, hw, 8 * p.head_dim + 4 * 32, 256);
+  return row_blocks(p, hw, 8 * p.head_dim + 4 * 128, 256);
 }
 AttentionTiling bf16_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
   return row_blocks(p, hw, 6 * p.head_dim + 6 * 64, 256);
