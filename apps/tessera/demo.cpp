@@ -227,7 +227,9 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--threads", opt.threads, "threads (0: one per core)")->check(CLI::Range(0, 1024));
   cmd->add_option("--decode", opt.decode_steps, "decode steps after the prefill (one token each, paged KV cache)")
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("--weights", opt.weights, "projection weights: f32, bf16, int8 (W8A8) or int4 (weight-only, groups of 128)")
+  cmd->add_option("--weights", opt.weights,
+                  "projection weights: f32, bf16, int8 (W8A8) or int4 (weight-only, groups of 128); with --diffusion, "
+                  "the conv and linear weights: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}));
   cmd->add_flag("--dynamic", opt.dynamic,
                 "dynamic shapes instead: first-call and cached-call latency over sequence lengths, cold and after warm-up");

@@ -54,18 +54,18 @@ struct Unet {
   models::NormWeights norm_out;
 };
 
-Unet make_unet() {
+Unet make_unet(DType weights) {
   Unet u;
-  auto resnet = [](std::int64_t in, std::int64_t out, std::uint64_t seed) {
-    return must(models::random_resnet_block(in, out, kUnetGroups, seed));
+  auto resnet = [weights](std::int64_t in, std::int64_t out, std::uint64_t seed) {
+    return must(models::random_resnet_block(in, out, kUnetGroups, seed, weights));
   };
-  auto transformer = [](std::int64_t c, std::uint64_t seed) {
-    return must(models::random_transformer_block(c, kUnetHeads, kContextDim, kUnetGroups, seed));
+  auto transformer = [weights](std::int64_t c, std::uint64_t seed) {
+    return must(models::random_transformer_block(c, kUnetHeads, kContextDim, kUnetGroups, seed, weights));
   };
-  u.conv_in = must(models::random_conv(kLatentChannels, 320, 3, 1));
+  u.conv_in = must(models::random_conv(kLatentChannels, 320, 3, 1, weights));
   u.down_a = resnet(320, 320, 2);
   u.attn_down_a = transformer(320, 3);
-  u.downsample = must(models::random_conv(320, 320, 3, 4));
+  u.downsample = must(models::random_conv(320, 320, 3, 4, weights));
   u.down_b = resnet(320, 640, 5);
   u.attn_down_b = transformer(640, 6);
   u.mid_1 = resnet(640, 640, 7);
@@ -73,11 +73,11 @@ Unet make_unet() {
   u.mid_2 = resnet(640, 640, 9);
   u.up_b = resnet(1280, 640, 10);
   u.attn_up_b = transformer(640, 11);
-  u.upsample = must(models::random_conv(640, 640, 3, 12));
+  u.upsample = must(models::random_conv(640, 640, 3, 12, weights));
   u.up_a = resnet(960, 320, 13);
   u.attn_up_a = transformer(320, 14);
   u.norm_out = must(models::random_norm(320, 15));
-  u.conv_out = must(models::random_conv(320, kLatentChannels, 3, 16));
+  u.conv_out = must(models::random_conv(320, kLatentChannels, 3, 16, weights));
   return u;
 }
 
@@ -170,17 +170,20 @@ double run_pass(std::vector<Stage>& stages, Stream& stream, models::Workspace& w
 }  // namespace
 
 void run_diffusion_demo(const DemoOptions& opt) {
+  if (opt.weights != "f32" && opt.weights != "bf16")
+    throw std::runtime_error(fmt::format("--weights {}: the diffusion step takes f32 or bf16 weights", opt.weights));
+  const DType weights = opt.weights == "bf16" ? DType::bf16 : DType::f32;
   Context ctx({.threads = opt.threads});
   Stream stream(ctx);
-  const Unet unet = make_unet();
+  const Unet unet = make_unet(weights);
   const Tensor latent = demo_weight({1, kLatentSide, kLatentSide, kLatentChannels}, 90, 1.0f);
   const Tensor context = demo_weight({1, kContextLen, kContextDim}, 91, 1.0f);
   std::vector<Stage> stages = make_stages(unet, latent, context);
   const Tensor& out = stages.back().out;
   fmt::print(
       "diffusion step: one Stable Diffusion 1.x UNet path (down, mid, up) at a {0}x{0}x{1} latent, 320 / 640 "
-      "channels, {2} heads, text context {3} x {4}; f32 NHWC, batch 1, random weights\n",
-      kLatentSide, kLatentChannels, kUnetHeads, kContextLen, kContextDim);
+      "channels, {2} heads, text context {3} x {4}; f32 NHWC activations, batch 1, random {5} conv and linear weights\n",
+      kLatentSide, kLatentChannels, kUnetHeads, kContextLen, kContextDim, opt.weights);
   fmt::print("isa {}, {} threads; each mode: a warm-up pass, then one timed pass\n\n", hw::to_string(ctx.isa()),
              ctx.pool().threads());
 
@@ -205,7 +208,7 @@ void run_diffusion_demo(const DemoOptions& opt) {
 
   fmt::print("the fused step op by op (profiler):\n\n{}", ctx.profiler().table(25));
   // The longest sum behind an output: up.resnet's conv over 3 x 3 x 1280 inputs.
-  const Comparison c = must(compare(out, fused_out, tolerance_for(DType::f32, 9 * 1280)));
+  const Comparison c = must(compare(out, fused_out, tolerance_for(weights, 9 * 1280)));
   fmt::print("\nunfused output against fused: {}\n", c.to_string());
 }
 

@@ -32,10 +32,13 @@ std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer
 }
 
 // Uniform f32 tensors from a hash of (seed, tensor number, element index):
-// the same values on every machine.
+// the same values on every machine; conv and linear weights are packed as
+// `weights`.
 class Random {
  public:
-  explicit Random(std::uint64_t seed) : seed_(mix(seed + 0x9e3779b97f4a7c15ull)) {}
+  Random(std::uint64_t seed, DType weights) : weights(weights), seed_(mix(seed + 0x9e3779b97f4a7c15ull)) {}
+
+  const DType weights;
 
   Result<Tensor> uniform(const Shape& shape, float lo, float hi) {
     TESSERA_ASSIGN_OR_RETURN(Tensor t, Tensor::empty(DType::f32, shape));
@@ -64,7 +67,7 @@ Result<ConvLayer> make_conv(Random& rng, std::int64_t in, std::int64_t out, std:
   const float bound = weight_bound(in * kernel * kernel);
   TESSERA_ASSIGN_OR_RETURN(Tensor w, rng.uniform({out, in, kernel, kernel}, -bound, bound));
   ConvLayer c;
-  TESSERA_ASSIGN_OR_RETURN(c.w, ops::ConvWeights::pack(w, 1));
+  TESSERA_ASSIGN_OR_RETURN(c.w, ops::ConvWeights::pack(w, 1, rng.weights));
   TESSERA_ASSIGN_OR_RETURN(c.bias, rng.uniform({out}, -0.1f, 0.1f));
   return c;
 }
@@ -73,7 +76,7 @@ Result<LinearLayer> make_linear(Random& rng, std::int64_t in, std::int64_t out, 
   const float bound = weight_bound(in);
   TESSERA_ASSIGN_OR_RETURN(Tensor w, rng.uniform({in, out}, -bound, bound));
   LinearLayer l;
-  TESSERA_ASSIGN_OR_RETURN(l.w, ops::pack_weights(w, DType::f32));
+  TESSERA_ASSIGN_OR_RETURN(l.w, ops::pack_weights(w, rng.weights));
   if (bias) {
     TESSERA_ASSIGN_OR_RETURN(l.bias, rng.uniform({out}, -0.1f, 0.1f));
   }
@@ -376,31 +379,32 @@ std::int64_t Workspace::bytes() const {
 // ------------------------------------------------------------------ random weights
 
 Result<NormWeights> random_norm(std::int64_t channels, std::uint64_t seed) {
-  Random rng(seed);
+  Random rng(seed, DType::f32);
   return make_norm(rng, channels);
 }
 
 Result<ConvLayer> random_conv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
-                              std::uint64_t seed) {
-  Random rng(seed);
+                              std::uint64_t seed, DType weights) {
+  Random rng(seed, weights);
   return make_conv(rng, in_channels, out_channels, kernel);
 }
 
-Result<LinearLayer> random_linear(std::int64_t in_features, std::int64_t out_features, bool bias, std::uint64_t seed) {
-  Random rng(seed);
+Result<LinearLayer> random_linear(std::int64_t in_features, std::int64_t out_features, bool bias, std::uint64_t seed,
+                                  DType weights) {
+  Random rng(seed, weights);
   return make_linear(rng, in_features, out_features, bias);
 }
 
 Result<ResnetBlockWeights> random_resnet_block(std::int64_t in_channels, std::int64_t out_channels, std::int64_t groups,
-                                               std::uint64_t seed) {
-  Random rng(seed);
+                                               std::uint64_t seed, DType weights) {
+  Random rng(seed, weights);
   return make_resnet(rng, in_channels, out_channels, groups);
 }
 
 Result<TransformerBlockWeights> random_transformer_block(std::int64_t channels, std::int64_t heads,
                                                          std::int64_t context_dim, std::int64_t groups,
-                                                         std::uint64_t seed) {
-  Random rng(seed);
+                                                         std::uint64_t seed, DType weights) {
+  Random rng(seed, weights);
   TransformerBlockWeights w;
   w.heads = heads;
   w.groups = groups;
@@ -417,8 +421,9 @@ Result<TransformerBlockWeights> random_transformer_block(std::int64_t channels, 
   return w;
 }
 
-Result<VaeMidBlockWeights> random_vae_mid_block(std::int64_t channels, std::int64_t groups, std::uint64_t seed) {
-  Random rng(seed);
+Result<VaeMidBlockWeights> random_vae_mid_block(std::int64_t channels, std::int64_t groups, std::uint64_t seed,
+                                                DType weights) {
+  Random rng(seed, weights);
   VaeMidBlockWeights w;
   w.groups = groups;
   TESSERA_ASSIGN_OR_RETURN(w.resnet1, make_resnet(rng, channels, channels, groups));

@@ -20,8 +20,10 @@ class DiffusionBlockTest : public IsaTest {
  protected:
   // The block fused and unfused at this level, each against the unfused
   // block on the scalar kernels. `reduction`: the longest sum behind an
-  // output element (tolerance_for).
-  void expect_matches_reference(const Shape& y_shape, std::int64_t reduction, const BlockCall& block) {
+  // output element; `weights`: the blocks' weights, whose dtype picks the
+  // tolerance (tolerance_for).
+  void expect_matches_reference(const Shape& y_shape, std::int64_t reduction, const BlockCall& block,
+                                DType weights = DType::f32) {
     Tensor fused = zeros(DType::f32, y_shape), unfused = zeros(DType::f32, y_shape), ref = zeros(DType::f32, y_shape);
     models::Workspace fused_ws, unfused_ws, ref_ws;
     const Status r = block(ref_stream_, ref, ref_ws, BlockMode::unfused);
@@ -30,7 +32,7 @@ class DiffusionBlockTest : public IsaTest {
     ASSERT_TRUE(f.ok()) << f.to_string();
     const Status u = block(stream_, unfused, unfused_ws, BlockMode::unfused);
     ASSERT_TRUE(u.ok()) << u.to_string();
-    const Tolerance tol = tolerance_for(DType::f32, reduction);
+    const Tolerance tol = tolerance_for(weights, reduction);
     EXPECT_TRUE(close(fused, ref, tol)) << "fused";
     EXPECT_TRUE(close(unfused, ref, tol)) << "unfused";
     // A second call on the same workspace reuses its tensors and gives the same bits.
@@ -57,6 +59,25 @@ TEST_P(DiffusionBlockTest, ResnetChangingChannelsThroughTheSkipConv) {
   expect_matches_reference({1, 7, 6, 48}, 9 * 48, [&](Stream& s, const Tensor& y, models::Workspace& ws, BlockMode m) {
     return models::resnet_block(s, w, x, temb, y, ws, m);
   });
+}
+
+TEST_P(DiffusionBlockTest, ResnetAndTransformerWithBf16Weights) {
+  // bf16 conv and linear weights: the 3x3 convs as Winograd F(4x4, 3x3)
+  // where AMX is absent, the linears on bf16 dot products.
+  const auto resnet = value_or_die(models::random_resnet_block(kChannels, 48, kGroups, 25, DType::bf16));
+  const Tensor x = random_tensor(DType::f32, {1, 9, 10, kChannels}, 26), temb = random_tensor(DType::f32, {1, 48}, 27);
+  expect_matches_reference(
+      {1, 9, 10, 48}, 9 * 48,
+      [&](Stream& s, const Tensor& y, models::Workspace& ws, BlockMode m) { return models::resnet_block(s, resnet, x, temb, y, ws, m); },
+      DType::bf16);
+  const auto transformer = value_or_die(models::random_transformer_block(kChannels, kHeads, kContextDim, kGroups, 28, DType::bf16));
+  const Tensor context = random_tensor(DType::f32, {1, kContextLen, kContextDim}, 29), h = random_tensor(DType::f32, {1, 8, 8, kChannels}, 30);
+  expect_matches_reference(
+      {1, 8, 8, kChannels}, kChannels / kGroups * 64,  // as the f32 transformer test
+      [&](Stream& s, const Tensor& y, models::Workspace& ws, BlockMode m) {
+        return models::transformer_block(s, transformer, h, context, y, ws, m);
+      },
+      DType::bf16);
 }
 
 TEST_P(DiffusionBlockTest, ResnetWithoutTimeEmbedding) {

@@ -124,18 +124,23 @@ struct VaeMidBlockWeights {
 
 // Deterministic random weights for demos, benches and tests (the same on
 // every machine): conv and linear weights uniform in +-sqrt(3 / fan_in)
-// (unit gain), biases and betas in +-0.1, gammas in 1 +- 0.1.
+// (unit gain), packed as `weights` (f32 or bf16: bf16 ones run the bf16
+// kernels, e.g. 3x3 convs as Winograd F(4x4, 3x3), and hold the blocks to
+// the bf16 tolerance), biases and betas in +-0.1 and gammas in 1 +- 0.1
+// (f32).
 Result<NormWeights> random_norm(std::int64_t channels, std::uint64_t seed);
 Result<ConvLayer> random_conv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
-                              std::uint64_t seed);
-Result<LinearLayer> random_linear(std::int64_t in_features, std::int64_t out_features, bool bias, std::uint64_t seed);
+                              std::uint64_t seed, DType weights = DType::f32);
+Result<LinearLayer> random_linear(std::int64_t in_features, std::int64_t out_features, bool bias, std::uint64_t seed,
+                                  DType weights = DType::f32);
 Result<ResnetBlockWeights> random_resnet_block(std::int64_t in_channels, std::int64_t out_channels, std::int64_t groups,
-                                               std::uint64_t seed);
+                                               std::uint64_t seed, DType weights = DType::f32);
 Result<TransformerBlockWeights> random_transformer_block(std::int64_t channels, std::int64_t heads,
                                                          std::int64_t context_dim, std::int64_t groups,
-                                                         std::uint64_t seed);
+                                                         std::uint64_t seed, DType weights = DType::f32);
 // channels 512 and groups 32 in SD's VAE.
-Result<VaeMidBlockWeights> random_vae_mid_block(std::int64_t channels, std::int64_t groups, std::uint64_t seed);
+Result<VaeMidBlockWeights> random_vae_mid_block(std::int64_t channels, std::int64_t groups, std::uint64_t seed,
+                                                DType weights = DType::f32);
 
 // x [N, H, W, Cin] -> y [N, H, W, Cout]. temb: the block's projection of the
 // time embedding, [N, Cout], added after conv1; undefined: none (the VAE).
