@@ -69,9 +69,9 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
 
 // The bf16 flash kernels (AMX tiles, AVX512-BF16 dot products on the same
 // tile layouts): bf16 q, k and v (f32 inputs stay on the f32 rows, with no
-// rounding to bf16). The dot-product kernel pads D to a multiple of 32 with
-// zeros (SD 1.x's heads of 40 and 80: 64 and 96, still faster than f32 FMAs
-// on D); the AMX row takes whole multiples only.
+// rounding to bf16). The dot-product kernel's layouts pad D to a multiple
+// of 32 with zeros, whose pair steps and columns it skips (SD 1.x's heads
+// of 40 and 80); the AMX row takes whole multiples only.
 bool bf16_qkv(const AttentionProblem& p) {
   return p.q == DType::bf16 && p.kv == DType::bf16 && (p.o == DType::f32 || p.o == DType::bf16) && p.head_dim <= 256;
 }
