@@ -248,10 +248,12 @@ TEST_P(ConvTest, MatchesNaiveReference) {
     }
 }
 
-// One shape per kernel path: the 1x1 GEMM, the implicit GEMM, grouped, depthwise, upsampling.
+// One shape per kernel path: the 1x1 GEMM, the implicit GEMM, Winograd
+// (stride 1; stride 2 over x's phases), grouped, depthwise, upsampling.
 const Case kEpilogueCases[] = {
     {2, 5, 7, 17, 33, 1, 1},
     {1, 7, 9, 24, 40, 3, 3, {.padding = {1, 1}}},
+    {1, 33, 32, 16, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
     {1, 6, 7, 16, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 4}},
     {2, 7, 9, 33, 33, 3, 3, {.padding = {1, 1}, .groups = 33}},
     {1, 4, 5, 8, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
@@ -277,6 +279,7 @@ TEST_P(ConvTest, FusedEpilogue) {
 TEST_P(ConvTest, ResidualMayBeTheOutput) {
   // y = silu(conv(x) + bias) + y, in place, through both paths.
   for (const Case& k : {Case{2, 7, 9, 17, 24, 3, 3, {.padding = {1, 1}}}, Case{1, 5, 7, 16, 16, 1, 1},
+                        Case{1, 32, 33, 16, 16, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
                         Case{1, 6, 6, 32, 32, 3, 3, {.padding = {1, 1}, .groups = 32}},
                         Case{1, 3, 4, 16, 24, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}}})
     for (const Types& t : kTypes) {
@@ -300,6 +303,7 @@ TEST_P(ConvTest, StridedViews) {
   // other pixel of a wider row, and y and the residual padded.
   for (const Case& k : {Case{2, 7, 9, 17, 24, 3, 3, {.padding = {1, 1}}}, Case{2, 5, 7, 17, 24, 1, 1},
                         Case{1, 7, 9, 24, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 24}},
+                        Case{1, 31, 32, 16, 17, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
                         Case{2, 3, 5, 17, 24, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}}})
     for (const Types& t : kTypes) {
       SCOPED_TRACE(fmt::format("{}, {}", k.name(), t.name()));
