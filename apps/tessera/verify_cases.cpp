@@ -561,6 +561,7 @@ void add_conv(std::vector<Case>& out) {
       {Size::odd, 1, 11, 13, 19, 19, 3, 19, {.padding = {1, 1}, .groups = 19}, "3x3 depthwise"},
       {Size::typical, 1, 16, 16, 64, 64, 3, 1, {.padding = {1, 1}}, "3x3"},
       {Size::typical, 1, 8, 8, 64, 64, 3, 1, {.padding = {1, 1}, .upsample_nearest2x = true}, "up2 3x3"},
+      {Size::typical, 1, 33, 32, 64, 64, 3, 1, {.stride = {2, 2}, .padding = {1, 1}}, "3x3 s2"},
       {Size::typical, 1, 32, 32, 64, 128, 1, 1, {}, "1x1"},
       {Size::large, 1, 32, 32, 96, 96, 3, 96, {.padding = {1, 1}, .groups = 96}, "3x3 depthwise"},
       {Size::large, 1, 32, 32, 64, 64, 3, 1, {.padding = {1, 1}}, "3x3"},
