@@ -214,8 +214,9 @@ class ConvPlan final : public ConvPlanBase {
   Spec s_;
 };
 
-// One Winograd conv of x (kernels/winograd.hpp): a 3x3 conv, or one of an
-// upsampling conv's four 2x2 sub-pixel phases. Its outputs go to
+// One Winograd conv of x (kernels/winograd.hpp): a 3x3 conv (stride 1, or
+// stride 2 over x's four phases), or one of an upsampling conv's four 2x2
+// sub-pixel phases. Its outputs go to
 // y_at + row * y_row + pixel * y_pixel from y's sample start (a phase: every
 // other row and pixel); likewise the residual's.
 struct WinogradPart {
@@ -470,6 +471,15 @@ std::array<std::int64_t, 2> stride2_plane_phases(std::int64_t plane) {
                                                             : std::array<std::int64_t, 2>{0, 4};
 }
 
+// Per Winograd plane, the inputs whose weights are not all zero there: a
+// stride-2 conv's phases (stride2_plane_phases), or the one input.
+std::vector<std::array<std::int64_t, 2>> winograd_plane_inputs(bool stride2, std::int64_t planes) {
+  std::vector<std::array<std::int64_t, 2>> inputs(std::size_t(planes), {0, 1});
+  if (stride2)
+    for (std::int64_t p = 0; p < planes; ++p) inputs[std::size_t(p)] = stride2_plane_phases(p);
+  return inputs;
+}
+
 struct ConvWeights::Phases {
   struct Phase {
     PhaseTaps h, w;
@@ -537,9 +547,9 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(Win
       // Plane p: [count * Cig, Cog], its inputs' rows one after the other
       // (one input but for a stride-2 conv's phases).
       std::vector<Tensor> u(static_cast<std::size_t>(n_planes));
+      const auto inputs = winograd_plane_inputs(of == WinogradOf::stride2_phases, n_planes);
       for (std::int64_t p = 0; p < n_planes; ++p) {
-        const std::int64_t inputs = of == WinogradOf::stride2_phases ? stride2_plane_phases(p)[1] : 1;
-        TESSERA_ASSIGN_OR_RETURN(u[std::size_t(p)], Tensor::empty(DType::f32, {inputs * cin_group_, cog}));
+        TESSERA_ASSIGN_OR_RETURN(u[std::size_t(p)], Tensor::empty(DType::f32, {inputs[std::size_t(p)][1] * cin_group_, cog}));
       }
       for (std::int64_t e = 0; e < plane_size; ++e) {
         float kernel[9], plane[36];
@@ -559,7 +569,7 @@ Result<std::shared_ptr<const std::vector<WeightsPtr>>> ConvWeights::winograd(Win
             }
           kernels::winograd_weights(kernel, tile, plane);
           for (std::int64_t p = 0; p < n_planes; ++p) {
-            const auto [first, count] = stride2_plane_phases(p);
+            const auto [first, count] = inputs[std::size_t(p)];
             if (phase >= first && phase < first + count) u[std::size_t(p)].data_as<float>()[(phase - first) * plane_size + e] = plane[p];
           }
         }
@@ -734,12 +744,11 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
               part.inputs.push_back({{tile, (x.shape[1] - pa + 1) / 2, (x.shape[2] - pb + 1) / 2, cig, 1, 1, rows, cols, tiles_w,
                                       2 * x.strides[1], 2 * x.strides[2], x.dtype},
                                      pa * x.strides[1] + pb * x.strides[2]});
-            for (std::int64_t p = 0; p < planes; ++p) part.plane_inputs.push_back(stride2_plane_phases(p));
           } else {
             part.inputs.push_back(
                 {{tile, x.shape[1], x.shape[2], cig, pad_h, pad_w, rows, cols, tiles_w, x.strides[1], x.strides[2], x.dtype}, 0});
-            part.plane_inputs.assign(std::size_t(planes), {0, 1});
           }
+          part.plane_inputs = winograd_plane_inputs(stride2, planes);
           const std::int64_t blocks = (part.tiles + block - 1) / block;  // evened out: 121 tiles as 5 x 25, not 4 x 28 + 9
           const GemmChoice gemm =
               choose_gemm(ctx, DType::f32, DType::f32, DType::f32, *w, batch, part.tiles, inputs * cig, (part.tiles + blocks - 1) / blocks);

@@ -263,6 +263,8 @@ static inline __m512 exp_lower_clamp(__m512 x) {
   return _mm512_max_ps(_mm512_set1_ps(exp_floor(Tiny)), x);
 }
 
+constexpr float kLog2e = 1.44269504088896341f;
+
 // exp(x) to ~1 ulp over the f32 range: x = n*ln2 + r with |r| <= ln2/2, a
 // degree-6 polynomial for e^r, then scalef for 2^n (which saturates to 0 and
 // Inf by itself). NaN in, NaN out; x above ln(FLT_MAX) gives Inf.
@@ -271,7 +273,7 @@ static inline __m512 exp16(__m512 x) {
   // Operand order keeps a NaN x: max/min return their second operand on NaN.
   if constexpr (Arg == ExpArg::any) x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);  // exp(89) > FLT_MAX: Inf
   x = exp_lower_clamp<Tiny>(x);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2 split in two for exact reduction
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
@@ -298,7 +300,6 @@ static inline __m512 exp16(__m512 x) {
 // exp2_16_bf16 takes t itself, for callers whose constants can carry log2 e.
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m512 exp2_16_bf16(__m512 t) {
-  constexpr float kLog2e = 1.44269504088896341f;
   if constexpr (Arg == ExpArg::any) t = _mm512_min_ps(_mm512_set1_ps(89.0f * kLog2e), t);
   t = _mm512_max_ps(_mm512_set1_ps(exp_floor(Tiny) * kLog2e), t);
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -312,7 +313,7 @@ static inline __m512 exp2_16_bf16(__m512 t) {
 }
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
 static inline __m512 exp16_bf16(__m512 x, float c = 1.0f) {
-  return exp2_16_bf16<Arg, Tiny>(_mm512_mul_ps(x, _mm512_set1_ps(c * 1.44269504088896341f)));
+  return exp2_16_bf16<Arg, Tiny>(_mm512_mul_ps(x, _mm512_set1_ps(c * kLog2e)));
 }
 
 // The exp (of c x) and the division behind the functions below, for a
@@ -329,7 +330,7 @@ static inline __m512 exp16_for(__m512 x, float c = 1.0f) {
 // so scaled.
 template <DType Out>
 static constexpr float exp_arg_scale() {
-  return Out == DType::bf16 ? 1.44269504088896341f : 1.0f;
+  return Out == DType::bf16 ? kLog2e : 1.0f;
 }
 template <DType Out, ExpArg Arg, ExpTiny Tiny>
 static inline __m512 exp_scaled_for(__m512 t) {
@@ -381,8 +382,9 @@ static inline __m512 tanh16(__m512 x) {
 // below, q = p(t) exp(-u²) / 2 (the half folded into p's coefficients):
 // four instructions fewer than through erf(u) and 1 + erf(u), which also
 // cancelled to nothing in the negative tail. u itself is never formed: 1/√2
-// rides on t's constant and -u² = x (-x / 2) (times exp_arg_scale). NaN stays NaN; -inf gives NaN (-inf times
-// 0), as the reference's x (1 + erf(u)) / 2 does.
+// rides on t's constant and -u² = x (-x / 2) (times exp_arg_scale). NaN
+// stays NaN; -inf gives NaN (-inf times 0), as the reference's
+// x (1 + erf(u)) / 2 does.
 template <DType Out = DType::f32>
 static inline __m512 gelu_erf16(__m512 x) {
   const __m512 t = divide_for<Out>(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.3275911f * 0.70710678118654752f),
