@@ -53,9 +53,9 @@ void winograd_weights(const float* g, std::int64_t tile, float* u) {
 
 std::span<const KernelRow<WinogradFamily>> rows(WinogradFamily) {
   static const KernelRow<WinogradFamily> kRows[] = {
-      {"winograd_avx512", hw::Isa::avx512, float_operands, winograd_tiling, {avx512::winograd_input, avx512::winograd_output}},
-      {"winograd_avx2", hw::Isa::avx2, float_operands, winograd_tiling, {avx2::winograd_input, avx2::winograd_output}},
-      {"winograd_ref", hw::Isa::scalar, supports_all, winograd_tiling, {ref::winograd_input, ref::winograd_output}},
+      {"winograd_avx512", hw::Isa::avx512, float_operands, winograd_tiling, {avx512::winograd_input, avx512::winograd_output, avx512::winograd_f43_kernel_gemm}},
+      {"winograd_avx2", hw::Isa::avx2, float_operands, winograd_tiling, {avx2::winograd_input, avx2::winograd_output, nullptr}},
+      {"winograd_ref", hw::Isa::scalar, supports_all, winograd_tiling, {ref::winograd_input, ref::winograd_output, nullptr}},
   };
   return kRows;
 }

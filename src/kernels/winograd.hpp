@@ -76,9 +76,23 @@ using WinogradOutputFn = void (*)(const WinogradGeometry& g, const float* m, std
                                   std::int64_t t0, std::int64_t count, std::int64_t n0, std::int64_t n1,
                                   const WinogradOutput& out);
 
+// F(4x4, 3x3): the planes' GEMMs with U made as they go. From V's planes of
+// `count` tiles and the 3x3 weights as the direct conv packs them (w [9 Cig,
+// Cog], f32 or bf16, row (3 kh + kw) Cig + ci), the sums of output channels
+// [n0, n1) (n0 a multiple of 32) into M's planes, whose rows hold
+// padded_n(n1) columns: U = G g G^T is computed per slice of input channels
+// and panel of 32 output channels, next to the GEMM that uses it, instead of
+// read from a copy of all of U (36 / 9 of the f32 weights' bytes, 8x the
+// bf16 ones'). Worth it when a block's few tiles would stream U from memory
+// for little arithmetic (conv.cpp).
+using WinogradKernelGemmFn = void (*)(const PackedB& w, std::int64_t cig, const float* v, std::int64_t ld_v,
+                                      std::int64_t v_plane, std::int64_t count, float* m, std::int64_t ld_m,
+                                      std::int64_t m_plane, std::int64_t n0, std::int64_t n1);
+
 struct WinogradTransforms {
   WinogradInputFn input;
   WinogradOutputFn output;
+  WinogradKernelGemmFn kernel_gemm;  // nullptr: U read from its copy (ConvWeights)
 };
 
 struct WinogradProblem {
@@ -112,7 +126,11 @@ void winograd_weights(const float* g, std::int64_t tile, float* u);
                        std::int64_t, std::int64_t, const WinogradOutput&);
 namespace ref { TESSERA_WINOGRAD_KERNELS }
 namespace avx2 { TESSERA_WINOGRAD_KERNELS }
-namespace avx512 { TESSERA_WINOGRAD_KERNELS }
+namespace avx512 {
+TESSERA_WINOGRAD_KERNELS
+void winograd_f43_kernel_gemm(const PackedB&, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t, float*,
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+}
 #undef TESSERA_WINOGRAD_KERNELS
 
 }  // namespace tessera::kernels

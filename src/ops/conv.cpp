@@ -235,7 +235,7 @@ struct WinogradPart {
   kernels::MatmulTiling tiling;  // m_block: tiles per task
   std::int64_t n_chunk;          // output channels (of a group) per task
   std::int64_t y_at, y_row, y_pixel, residual_at, residual_row, residual_pixel;
-  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [count * Cig, Cog]
+  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [count * Cig, Cog] (none: kernel_gemm)
 };
 
 // Winograd convs: a task takes a block of output tiles of one part and
@@ -249,6 +249,9 @@ class WinogradConvPlan final : public ConvPlanBase {
     std::vector<WinogradPart> parts;
     std::int64_t ld_v, ld_m;  // row strides of the planes of V and M
     std::shared_ptr<const std::vector<WeightsPtr>> weights;  // what the parts' packed views point into
+    // U made per slice from the direct conv's weights (transforms->run.kernel_gemm):
+    // no weights, parts without packed planes.
+    bool kernel_gemm;
     std::int64_t flops;
   };
 
@@ -294,13 +297,18 @@ class WinogradConvPlan final : public ConvPlanBase {
         for (std::size_t j = 0; j < part.inputs.size(); ++j)
           s_.transforms->run.input(part.inputs[j].geometry, byte_ptr(in[0]) + (n * x.strides[0] + part.inputs[j].x_at + g * cig) * xb,
                                    t0, count, v + std::int64_t(j) * cig, s_.ld_v, v_plane);
-        for (std::int64_t p = 0; p < planes; ++p) {
-          const auto [first, inputs] = part.plane_inputs[std::size_t(p)];
-          a.a = v + p * v_plane + first * cig;
-          a.k = inputs * cig;
-          a.packed = &part.packed[std::size_t(planes * g + p)];
-          a.c = m + p * m_plane;
-          run_columns(*part.row, a, part.tiling, count, c0, c1);
+        if (s_.kernel_gemm) {
+          s_.transforms->run.kernel_gemm(packed_view(*w.gemm_weights()[std::size_t(g)]), cig, v, s_.ld_v, v_plane, count, m,
+                                         s_.ld_m, m_plane, c0, c1);
+        } else {
+          for (std::int64_t p = 0; p < planes; ++p) {
+            const auto [first, inputs] = part.plane_inputs[std::size_t(p)];
+            a.a = v + p * v_plane + first * cig;
+            a.k = inputs * cig;
+            a.packed = &part.packed[std::size_t(planes * g + p)];
+            a.c = m + p * m_plane;
+            run_columns(*part.row, a, part.tiling, count, c0, c1);
+          }
         }
         o.y = const_cast<char*>(byte_ptr(y)) + (n * io_.y.strides[0] + part.y_at + g * cog) * yb;
         if (bias) o.ep.bias = byte_ptr(*bias) + g * cog * std::int64_t(bytes_of(bias->dtype()));
@@ -724,11 +732,24 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
     if (transforms && transforms->isa > hw::Isa::scalar) {  // with scalar transforms the direct conv is faster
       using Of = ConvWeights::WinogradOf;
       const Of of = up ? Of::upsample_phases : stride2 ? Of::stride2_phases : Of::kernel;
-      TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<WeightsPtr>> u, w->winograd(of, tile, attrs.padding[0], attrs.padding[1]));
+      // F(4x4, 3x3) on 16 tiles a sample or fewer (16 x 16 outputs or less)
+      // whose U would not stay in L3: U made per slice beside its GEMMs
+      // (kernels/winograd.hpp) instead of streamed from memory for 16 tiles'
+      // arithmetic, and no copy of it kept (AMD EPYC, bf16, 2 threads: C 1280
+      // at 8 x 8 8.1-9.4 -> 5.9-6.1 ms; C 640 and 1280 at 16 x 16 even to
+      // 1.1x, 1 thread even; at 32 x 32, 64 tiles, 1.2-1.5x slower: V's planes
+      // re-read per panel of U; C 320, U in L3, 1.1-1.2x slower).
+      const std::int64_t tiles_per_sample = (y.shape[1] + 3) / 4 * ((y.shape[2] + 3) / 4);
+      const bool kernel_gemm = tile == 4 && transforms->run.kernel_gemm && tiles_per_sample <= 16 &&
+                               kernels::winograd_planes(4) * cig * cog * 4 > ctx.hw().l3_bytes / 2;
+      std::shared_ptr<const std::vector<WeightsPtr>> u;
+      if (!kernel_gemm) {
+        TESSERA_ASSIGN_OR_RETURN(u, w->winograd(of, tile, attrs.padding[0], attrs.padding[1]));
+      }
       const std::int64_t planes = kernels::winograd_planes(tile);
-      WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
+      WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u, .kernel_gemm = kernel_gemm};
       spec.ld_v = in_place_row_stride(inputs * cig, DType::f32);
-      spec.ld_m = kernels::round_up(cog, 16);
+      spec.ld_m = kernel_gemm ? kernels::padded_n(cog) : kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
       // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
       for (std::int64_t a = 0; a < (up ? 2 : 1); ++a)
@@ -756,13 +777,13 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
           part.y_at = a * y.strides[1] + b * y.strides[2], part.y_row = step * y.strides[1], part.y_pixel = step * y.strides[2];
           part.residual_at = a * res_h + b * res_w, part.residual_row = step * res_h, part.residual_pixel = step * res_w;
           const std::int64_t first_plane = (2 * a + b) * w->groups() * planes;
-          for (std::int64_t i = 0; i < w->groups() * planes; ++i) part.packed.push_back(packed_view(*(*u)[std::size_t(first_plane + i)]));
+          for (std::int64_t i = 0; u && i < w->groups() * planes; ++i) part.packed.push_back(packed_view(*(*u)[std::size_t(first_plane + i)]));
           for (const auto& [first, count] : part.plane_inputs) spec.flops += 2 * batch * part.tiles * count * cig * w->out_channels();
           spec.parts.push_back(std::move(part));
         }
       std::int64_t u_bytes = 0;
-      for (const WeightsPtr& plane : *u) u_bytes += plane->bytes();
-      io.bytes = saturating_add(io.bytes, u_bytes - w->bytes());
+      for (std::size_t i = 0; u && i < u->size(); ++i) u_bytes += (*u)[i]->bytes();
+      if (u) io.bytes = saturating_add(io.bytes, u_bytes - w->bytes());
       return PlanPtr(std::make_shared<WinogradConvPlan>(io, std::move(spec)));
     }
   }

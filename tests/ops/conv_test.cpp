@@ -351,6 +351,29 @@ TEST_P(ConvTest, WinogradWhereItPays) {
   EXPECT_NE(kernel({1, 4, 4, 16, 16, 5, 5, {.padding = {2, 2}, .upsample_nearest2x = true}}, DType::f32).substr(0, 8), "winograd");
 }
 
+TEST_P(ConvTest, WinogradFewTilesMakesUPerSlice) {
+  // F(4x4, 3x3) (AVX-512 without AMX, through bf16) on 16 tiles or fewer
+  // whose U would outgrow half of L3 makes U per slice from the direct
+  // conv's packed weights: the plan moves the weights' bytes, not U's (36 /
+  // 9 of f32). Odd channel counts (bf16 pairs across taps, a partial panel
+  // of output channels), tiles cut by the edge, the epilogue.
+  if (ctx_.isa() < hw::Isa::avx512 || ctx_.isa() >= hw::Isa::amx) GTEST_SKIP() << "F(4x4, 3x3) per slice: AVX-512 without AMX";
+  std::int64_t c = 33;
+  while (36 * c * c * 4 <= ctx_.hw().l3_bytes / 2) c += 32;
+  if (c > 1024) GTEST_SKIP() << "an L3 this large needs a U too large for a test";
+  const Case k{1, 7, 6, c, c + 17, 3, 3, {.padding = {1, 1}}};
+  for (const Types& t : {kTypes[1], kTypes[2]}) {
+    SCOPED_TRACE(fmt::format("{}, {}", k.name(), t.name()));
+    const Tensor x = random_tensor(t.x, k.x_shape(), 1), w_oihw = random_tensor(t.x, k.w_shape(), 2);
+    const Tensor bias = random_tensor(DType::f32, {k.cout}, 3), residual = random_tensor(t.y, k.y_shape(), 4);
+    expect_matches_reference(k, t, x, w_oihw, {.activation = Activation::silu, .bias = bias, .residual = residual});
+    const Result<ops::PlanPtr> plan = ops::Conv2d::plan(ctx_, x.desc(), pack(w_oihw, 1, t.w), zeros(t.y, k.y_shape()).desc(), k.attrs);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    EXPECT_EQ((*plan)->kernel(), "winograd_avx512");
+    EXPECT_LT((*plan)->bytes_moved(), 36 * k.c * k.cout * 4);
+  }
+}
+
 TEST_P(ConvTest, UpsampleEqualsResizeThenConv) {
   // At stride 1 without dilation the conv runs as sub-pixel phases whose
   // taps are sums of the kernel's: within tolerance of ops::resize, then the

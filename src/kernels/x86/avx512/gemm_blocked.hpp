@@ -63,6 +63,24 @@ struct F32SumsTraits {
   }
 };
 
+// f32 FMAs on a dense panel: row k of B is 32 floats (the f32 matmul, and
+// the Winograd planes' GEMMs on weights transformed per slice).
+struct F32Traits : F32SumsTraits {
+  static constexpr std::int64_t kUnitK = 1, kKGrain = 1, kHalfBytes = 64;
+
+  static const char* b_row(const char* panel, std::int64_t k) { return panel + k * kPanelCols * 4; }
+  static __m512 dot(__m512 acc, float a, __m512 b) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc); }
+  static void pack_a(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc, float* dst,
+                     std::int64_t mr) {
+    pack_a_f32(p, m0, m1, k0, kc, dst, mr);
+  }
+  static const char* b_panel(const MatmulArgs& p, std::int64_t n, std::int64_t n_end, std::int64_t k0, std::int64_t kc,
+                             char* buf) {
+    return reinterpret_cast<const char*>(b_panel_f32(p, n, n_end, k0, kc, reinterpret_cast<float*>(buf)));
+  }
+  static const char* a_in_place(const MatmulArgs& p) { return rows_of_units(p, DType::f32, kUnitK); }
+};
+
 // part[0:MR, 0:32] = (first ? 0 : part) + A[0:MR, units] x B[units, 0:32].
 // A is either a packed unit-major sliver ([unit][lda], lda >= MR) or, with
 // RowsA, MR rows lda units apart; B is a panel slice, one sequential stream.
