@@ -36,7 +36,9 @@
 // bf16's), in f32 FMAs rather than bf16 dot products (2x the multiply-adds
 // a cycle but operands rounded to bf16). The transformed weights (f32, 16/9
 // of the f32 bytes; 4x for F(4x4, 3x3), 49/9 at stride 2) are derived and
-// kept as the phases are.
+// kept as the phases are, except F(4x4, 3x3)'s on 16 output tiles or fewer
+// (16 x 16 outputs or less) when they would outgrow half of L3: those are
+// made per slice as the GEMMs use them, and never kept.
 //
 // Layout: x, y and the residual are [N, H, W, C] with unit channel stride
 // (any other strides). NCHW data is passed as its NHWC view
