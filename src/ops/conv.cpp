@@ -781,9 +781,11 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
           for (const auto& [first, count] : part.plane_inputs) spec.flops += 2 * batch * part.tiles * count * cig * w->out_channels();
           spec.parts.push_back(std::move(part));
         }
-      std::int64_t u_bytes = 0;
-      for (std::size_t i = 0; u && i < u->size(); ++i) u_bytes += (*u)[i]->bytes();
-      if (u) io.bytes = saturating_add(io.bytes, u_bytes - w->bytes());
+      if (u) {  // the GEMMs stream U instead of the weights
+        std::int64_t u_bytes = 0;
+        for (const WeightsPtr& plane : *u) u_bytes += plane->bytes();
+        io.bytes = saturating_add(io.bytes, u_bytes - w->bytes());
+      }
       return PlanPtr(std::make_shared<WinogradConvPlan>(io, std::move(spec)));
     }
   }
