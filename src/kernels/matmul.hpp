@@ -68,6 +68,10 @@ struct MatmulArgs {
   // runs c_run_stride (ep.residual_run_stride) elements apart: an upsampling
   // conv's sub-pixel phase writes every other pixel of every other row.
   std::int64_t c_run = 0, c_run_stride = 0;
+  // C outgrows the last-level cache: the AVX-512 epilogues write its whole
+  // aligned vectors with streaming stores (no read for ownership: a third
+  // of C's traffic), and the kernels end with _mm_sfence().
+  bool stream_c = false;
 };
 
 // Element offset of row m of rows in runs of `run` (0: one run), row_stride

@@ -95,6 +95,19 @@ TEST_P(LinearTest, EpiloguesOnEveryWeightType) {
     }
 }
 
+TEST_P(LinearTest, OutputLargerThanL3) {
+  // A C larger than L3 is written with streaming stores (the AVX-512
+  // epilogues) where whole aligned vectors allow: 1000 columns, so rows
+  // that start off a 64-byte line and a partial panel; through the epilogue.
+  const std::int64_t l3 = hw::info().l3_bytes, k = 17, n = 1000;
+  if (ctx_.isa() < hw::Isa::avx512) GTEST_SKIP() << "streaming stores: the AVX-512 epilogues";
+  if (l3 > (64 << 20)) GTEST_SKIP() << "an L3 this large needs a C too large for a test";
+  const std::int64_t m = l3 / (n * 4) + 17;
+  const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 40), DType::bf16);
+  check(random_tensor(DType::f32, {m, k}, 41), w, DType::f32,
+        {.activation = Activation::silu, .bias = random_tensor(DType::f32, {n}, 42), .residual = random_tensor(DType::f32, {m, n}, 43)});
+}
+
 TEST_P(LinearTest, W8A8) {
   const std::int64_t k = 320, n = 90;
   const Tensor wf = random_tensor(DType::f32, {k, n}, 13);

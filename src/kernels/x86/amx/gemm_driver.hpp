@@ -129,6 +129,7 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
     }
   }
   _tile_release();
+  if (p.stream_c) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::amx

@@ -76,7 +76,7 @@ static inline void epilogue_rows32(const MatmulArgs& a, std::int64_t rows, std::
           if (e.bias) v = _mm512_add_ps(v, bias[h]);
           v = activate16(v, act);
           if (r_row) v = _mm512_add_ps(v, load16(r_row + 16 * h * cs, ct, mask[h]));
-          store16(c_row + 16 * h * cs, ct, v, mask[h]);
+          put16(c_row + 16 * h * cs, ct, v, mask[h], a.stream_c);
         }
       }
     });

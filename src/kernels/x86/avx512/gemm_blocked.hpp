@@ -229,6 +229,7 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
   }
   if (p.k == 0)
     for (std::int64_t n = n0; n < n1; n += kPanelCols) tr.epilogue(p, part + (n - n0), ldp, rows, m0, n, n1);
+  if (p.stream_c) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx512

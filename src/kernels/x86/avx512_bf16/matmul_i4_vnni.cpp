@@ -210,6 +210,7 @@ void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, s
       a.rows[i] = p.a_q ? reinterpret_cast<const std::int32_t*>(p.a_q + (m + i) * p.a_q_stride) : staged + (m - m0 + i) * lanes;
     (p.a_q ? kDotRows<AInt::i8> : kDotRows<AInt::i16>)[r](p, a, bl, m, n0, n1);
   }
+  if (p.stream_c) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx512_bf16
