@@ -14,7 +14,8 @@
 //   vae_mid_block      resnet, single-head attention (GroupNorm, q / k / v,
 //                      out) + x, resnet; no time embedding
 //
-// Layout: every activation is f32 NHWC [N, H, W, C]. A transformer block's
+// Layout: every activation is f32 NHWC [N, H, W, C] (but an attention's q,
+// k and v, bf16 when its projections' weights are). A transformer block's
 // tokens are the rows of that very tensor, [N * H * W, C], so proj_in, the
 // attention projections and proj_out are linears over the same memory and
 // attention reads [N, S, heads, C / heads] views of it: one layout, no
@@ -58,12 +59,12 @@ std::string_view to_string(BlockMode mode);
 // that run in order (queued ops keep the memory they use alive).
 class Workspace {
  public:
-  // Slot `index` viewed as a contiguous f32 tensor of `shape`.
-  Result<Tensor> slot(std::size_t index, const Shape& shape);
+  // Slot `index` viewed as a contiguous tensor of `shape` and `dtype`.
+  Result<Tensor> slot(std::size_t index, const Shape& shape, DType dtype = DType::f32);
   std::int64_t bytes() const;  // held by all slots
 
  private:
-  std::vector<Tensor> slots_;  // flat f32
+  std::vector<Tensor> slots_;  // flat, each of the dtype last asked of it
 };
 
 // GroupNorm or LayerNorm scale and shift, f32 [C].
@@ -125,9 +126,9 @@ struct VaeMidBlockWeights {
 // Deterministic random weights for demos, benches and tests (the same on
 // every machine): conv and linear weights uniform in +-sqrt(3 / fan_in)
 // (unit gain), packed as `weights` (f32 or bf16: bf16 ones run the bf16
-// kernels, e.g. 3x3 convs as Winograd F(4x4, 3x3), and hold the blocks to
-// the bf16 tolerance), biases and betas in +-0.1 and gammas in 1 +- 0.1
-// (f32).
+// kernels, e.g. 3x3 convs as Winograd F(4x4, 3x3) and the attention on bf16
+// q, k and v, and hold the blocks to the bf16 tolerance), biases and betas
+// in +-0.1 and gammas in 1 +- 0.1 (f32).
 Result<NormWeights> random_norm(std::int64_t channels, std::uint64_t seed);
 Result<ConvLayer> random_conv(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel,
                               std::uint64_t seed, DType weights = DType::f32);
