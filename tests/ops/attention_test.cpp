@@ -344,7 +344,7 @@ TEST_P(AttentionTest, HeadDimsShapesAndDtypes) {
     std::int64_t b, sq, skv, hq, hkv;
   };
   const Dims5 shapes[] = {{1, 1, 37, 4, 4}, {2, 37, 37, 8, 2}, {1, 131, 131, 8, 1}, {2, 17, 131, 4, 4}};
-  const std::int64_t head_dims[] = {8, 33, 40, 56, 64, 80, 96, 128, 256};  // 8, 40, 56: a half-vector tail
+  const std::int64_t head_dims[] = {8, 33, 40, 56, 64, 80, 96, 128, 256, 512};  // 8, 40, 56: a half-vector tail; 512: SD's VAE
   struct Combo {
     DType in, out;
     bool causal;

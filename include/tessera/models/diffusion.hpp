@@ -153,8 +153,9 @@ Status resnet_block(Stream& stream, const ResnetBlockWeights& w, const Tensor& x
 Status transformer_block(Stream& stream, const TransformerBlockWeights& w, const Tensor& x, const Tensor& context,
                          const Tensor& y, Workspace& workspace, BlockMode mode = BlockMode::fused);
 
-// x and y [N, H, W, C]. The attention is one head of all C channels: above
-// 256 (SD's VAE has 512) only the scalar flash row takes it, fused.
+// x and y [N, H, W, C]. The attention is one head of all C channels (SD's
+// VAE: 512; the SIMD flash rows take head dims up to 512, the scalar one
+// any).
 Status vae_mid_block(Stream& stream, const VaeMidBlockWeights& w, const Tensor& x, const Tensor& y,
                      Workspace& workspace, BlockMode mode = BlockMode::fused);
 
