@@ -92,6 +92,20 @@ Result<Case> upsample_case(std::int64_t channels, std::int64_t side) {
               }};
 }
 
+// SD's VAE decoder mid block at the latent's size: resnet, one attention
+// head of all channels, resnet.
+Result<Case> vae_mid_case(std::int64_t channels, std::int64_t side) {
+  TESSERA_ASSIGN_OR_RETURN(models::VaeMidBlockWeights w, models::random_vae_mid_block(channels, kGroups, 1));
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, filled({1, side, side, channels}, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(DType::f32, x.shape()));
+  return Case{fmt::format("vae_mid_c{}_{}x{}", channels, side, side),
+              fmt::format("VAE decoder mid block: resnet, attention in one head of {}, resnet, [1, {}, {}, .]", channels,
+                          side, side),
+              [w = std::move(w), x, y](Stream& s, models::Workspace& ws, BlockMode mode) {
+                return models::vae_mid_block(s, w, x, y, ws, mode);
+              }};
+}
+
 // What one call runs, as the profiler saw it.
 struct CallProfile {
   std::int64_t flops = 0;
@@ -189,6 +203,7 @@ void run_bench_diffusion(DiffusionBenchOptions opt) {
       {"resnet_c320to640_32x32", [] { return resnet_case(320, 640, 32); }},
       {"transformer_c320_64x64_ctx77x768", [] { return transformer_case(320, 64); }},
       {"upsample_c640_32x32to64x64", [] { return upsample_case(640, 32); }},
+      {"vae_mid_c512_64x64", [] { return vae_mid_case(512, 64); }},
   };
   const auto selected = [&](const std::string& name) {
     return opt.cases.empty() || std::ranges::any_of(opt.cases, [&](const std::string& part) {
