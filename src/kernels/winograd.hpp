@@ -14,7 +14,8 @@
 //
 //   V = B^T d B      (d: the patch, zeros outside x)   -> the planes
 //   M_s = V_s . U_s  (U = G g G^T, the weights: one GEMM per plane over the
-//                     channels, done by the conv with the matmul rows)
+//                     channels, done by the conv with the matmul rows, or
+//                     with U made per slice: WinogradKernelGemmFn)
 //   y = A^T M A      (the tile's outputs), then the conv's epilogue
 //
 //   F(2x2, 3x3): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]

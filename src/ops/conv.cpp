@@ -235,7 +235,7 @@ struct WinogradPart {
   kernels::MatmulTiling tiling;  // m_block: tiles per task
   std::int64_t n_chunk;          // output channels (of a group) per task
   std::int64_t y_at, y_row, y_pixel, residual_at, residual_row, residual_pixel;
-  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [count * Cig, Cog] (none: kernel_gemm)
+  std::vector<kernels::PackedB> packed;  // [group][plane]: U's planes, f32 [count * Cig, Cog] (none: U per slice)
 };
 
 // Winograd convs: a task takes a block of output tiles of one part and
@@ -248,10 +248,9 @@ class WinogradConvPlan final : public ConvPlanBase {
     const kernels::KernelRow<kernels::WinogradFamily>* transforms;
     std::vector<WinogradPart> parts;
     std::int64_t ld_v, ld_m;  // row strides of the planes of V and M
-    std::shared_ptr<const std::vector<WeightsPtr>> weights;  // what the parts' packed views point into
-    // U made per slice from the direct conv's weights (transforms->run.kernel_gemm):
-    // no weights, parts without packed planes.
-    bool kernel_gemm;
+    // What the parts' packed views point into; null: U made per slice from
+    // the direct conv's weights (transforms->run.kernel_gemm), no packed views.
+    std::shared_ptr<const std::vector<WeightsPtr>> weights;
     std::int64_t flops;
   };
 
@@ -297,7 +296,7 @@ class WinogradConvPlan final : public ConvPlanBase {
         for (std::size_t j = 0; j < part.inputs.size(); ++j)
           s_.transforms->run.input(part.inputs[j].geometry, byte_ptr(in[0]) + (n * x.strides[0] + part.inputs[j].x_at + g * cig) * xb,
                                    t0, count, v + std::int64_t(j) * cig, s_.ld_v, v_plane);
-        if (s_.kernel_gemm) {
+        if (!s_.weights) {
           s_.transforms->run.kernel_gemm(packed_view(*w.gemm_weights()[std::size_t(g)]), cig, v, s_.ld_v, v_plane, count, m,
                                          s_.ld_m, m_plane, c0, c1);
         } else {
@@ -747,7 +746,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
         TESSERA_ASSIGN_OR_RETURN(u, w->winograd(of, tile, attrs.padding[0], attrs.padding[1]));
       }
       const std::int64_t planes = kernels::winograd_planes(tile);
-      WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u, .kernel_gemm = kernel_gemm};
+      WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
       spec.ld_v = in_place_row_stride(inputs * cig, DType::f32);
       spec.ld_m = kernel_gemm ? kernels::padded_n(cog) : kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
