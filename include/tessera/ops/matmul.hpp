@@ -103,7 +103,7 @@ struct LinearOptions {
   // per output channel without zero points, W4A8 with int4 weights (any
   // group size, zero points or not), run as int8 dot products (AVX512-VNNI):
   // 1.1-1.2x weight-only int4 at M = 1 (which quantizes A to int16 steps of
-  // max|a| / 32767 per token there, on the same units), 1.7x at M = 16;
+  // max|a| / 32639 per token there, on the same units), 1.7x at M = 16;
   // from M = 16 on weight-only int4 runs on AMX, the faster choice for
   // prefill.
   bool quantize_activations = false;

@@ -74,9 +74,13 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
     }
   };
   GroupScales gs[2] = {};  // a lone last panel leaves gs[1] unused
+  const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (group * row_bytes));
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
     if constexpr (kQuantized)
-      for (int j = 0; j < panels; ++j) gs[j].load(b, g0 / group, n + j * kPanelCols);
+      for (int j = 0; j < panels; ++j) {
+        gs[j].load(b, g0 / group, n + j * kPanelCols);
+        prefetch_group_params(b, g0 / group + groups_ahead, n + j * kPanelCols);
+      }
     const std::int64_t g1 = std::min(b.k, g0 + group);
     // Tile rows in the order of memory (walk_halves): one stream per panel.
     if constexpr (D == DType::bf16) {
@@ -150,7 +154,9 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
   __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
+  const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (b.group_size * 16));
   for (std::int64_t g0 = 0; g0 < b.k; g0 += b.group_size) {
+    for (int j = 0; j < panels; ++j) prefetch_group_params(b, g0 / b.group_size + groups_ahead, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + b.group_size);
     __m512 group[ROWS][2 * P];
     for (auto& row : group)
