@@ -42,44 +42,49 @@ inline void store_rows(const MatmulArgs& p, const __m512 (&acc)[ROWS][H], int ha
     }
 }
 
-// C[m0 : m0 + ROWS, n : n + 64] for two panels streamed side by side over
+// C[m0 : m0 + ROWS, n : n + 32 P] for P panels streamed side by side over
 // all of K: each weight row is dequantized in registers and used at once by
 // every row of A, never written back to memory. f32 (more than two rows),
 // bf16 and i8; i4 has its own loop (decode_i4).
-template <int ROWS, DType D>
-void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
+template <int ROWS, int P, DType D>
+void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n,
+                   std::int64_t n_end) {
   const PackedB& b = *p.packed;
-  const int panels = n + kPanelCols < n_end ? 2 : 1;
+  const int panels = int(std::min<std::int64_t>(P, (n_end - n + kPanelCols - 1) / kPanelCols));
   const std::int64_t row_bytes = panel_row_bytes(D), panel_bytes = padded_k(D, b.k) * row_bytes;
   const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
+  const std::uint8_t* panel[P];
+  for (int j = 0; j < P; ++j) panel[j] = base + std::min(j, panels - 1) * panel_bytes;  // a short tail re-reads the last
   constexpr bool kQuantized = D == DType::i8;
   const std::int64_t group = kQuantized ? b.group_size : b.k;
-  __m512 acc[ROWS][4];
+  __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  auto fma_row = [&](std::int64_t k, const __m512 (&w)[4]) {
+  auto fma_row = [&](std::int64_t k, const __m512 (&w)[2 * P]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < ROWS; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+#pragma GCC unroll 8
+      for (int h = 0; h < 2 * P; ++h) acc[i][h] = _mm512_fmadd_ps(av, w[h], acc[i][h]);
+    }
+  };
+  // Row k times one column half (H) of every panel.
+  auto fma_half = [&]<int H>(std::integral_constant<int, H>, std::int64_t k, const __m512 (&w)[P]) __attribute__((always_inline)) {
 #pragma GCC unroll 4
     for (int i = 0; i < ROWS; ++i) {
       const __m512 av = _mm512_set1_ps(a[i * lda + k]);
 #pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) acc[i][h] = _mm512_fmadd_ps(av, w[h], acc[i][h]);
+      for (int j = 0; j < P; ++j) acc[i][2 * j + H] = _mm512_fmadd_ps(av, w[j], acc[i][2 * j + H]);
     }
   };
-  // Row k times one column half (H) of both panels.
-  auto fma_half = [&]<int H>(std::integral_constant<int, H>, std::int64_t k, const __m512 (&w)[2]) __attribute__((always_inline)) {
-#pragma GCC unroll 4
-    for (int i = 0; i < ROWS; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
-      for (int j = 0; j < 2; ++j) acc[i][2 * j + H] = _mm512_fmadd_ps(av, w[j], acc[i][2 * j + H]);
-    }
-  };
-  GroupScales gs[2] = {};  // a lone last panel leaves gs[1] unused
+  GroupScales gs[P] = {};  // past `panels`: the last panel's again
   const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (group * row_bytes));
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
     if constexpr (kQuantized)
-      for (int j = 0; j < panels; ++j) {
-        gs[j].load(b, g0 / group, n + j * kPanelCols);
-        prefetch_group_params(b, g0 / group + groups_ahead, n + j * kPanelCols);
+      for (int j = 0; j < P; ++j) {
+        const std::int64_t col = n + std::min(j, panels - 1) * kPanelCols;
+        gs[j].load(b, g0 / group, col);
+        prefetch_group_params(b, g0 / group + groups_ahead, col);
       }
     const std::int64_t g1 = std::min(b.k, g0 + group);
     // Tile rows in the order of memory (walk_halves): one stream per panel.
@@ -88,10 +93,11 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
       // one is the low half of each lane, the odd the high.
       walk_halves<2, kBf16KStep>(g0, g1, [&]<int H>(std::integral_constant<int, H> h, std::int64_t k, std::int64_t at)
                                              __attribute__((always_inline)) {
-        __m512 even[2], odd[2];
-        for (int j = 0; j < 2; ++j) {
-          const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
-          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+        __m512 even[P], odd[P];
+#pragma GCC unroll 4
+        for (int j = 0; j < P; ++j) {
+          const std::uint8_t* r = panel[j] + at;
+          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           const __m512i d = _mm512_load_si512(r);
           even[j] = bf16_even(d);
           odd[j] = bf16_odd(d);
@@ -103,15 +109,17 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
       // A 64-byte tile row holds rows k .. k+3 (A is zero-padded to a multiple of 4).
       walk_halves<4, kI8KStep>(g0, g1, [&]<int H>(std::integral_constant<int, H> h, std::int64_t k, std::int64_t at)
                                            __attribute__((always_inline)) {
-        __m512i d[2];
-        for (int j = 0; j < 2; ++j) {
-          const std::uint8_t* r = base + (j < panels ? j : 0) * panel_bytes + at;
-          if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+        __m512i d[P];
+#pragma GCC unroll 4
+        for (int j = 0; j < P; ++j) {
+          const std::uint8_t* r = panel[j] + at;
+          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           d[j] = _mm512_load_si512(r);
         }
         const bool u = b.zeros != nullptr;
         auto row = [&]<int E>(std::integral_constant<int, E>) __attribute__((always_inline)) {
-          const __m512 w[2] = {gs[0].apply(lane_byte<E>(d[0], u), H), gs[1].apply(lane_byte<E>(d[1], u), H)};
+          __m512 w[P];
+          for (int j = 0; j < P; ++j) w[j] = gs[j].apply(lane_byte<E>(d[j], u), H);
           fma_half(h, k + E, w);
         };
         row(std::integral_constant<int, 0>()), row(std::integral_constant<int, 1>());
@@ -120,12 +128,13 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
     } else {
       for (std::int64_t k = g0; k < g1; ++k) {
         // The hardware prefetcher stops at page boundaries: each panel's
-        // stream runs kAhead bytes ahead of itself.
-        if ((k * row_bytes) % 64 == 0)
-          for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(base + j * panel_bytes + k * row_bytes + kAhead), _MM_HINT_T1);
-        __m512 w[4];
-        weight_row(base, k, w[0], w[1]);
-        weight_row(base + (panels == 2 ? panel_bytes : 0), k, w[2], w[3]);
+        // stream runs kAhead bytes ahead of itself (a row: two lines).
+        for (int j = 0; j < P; ++j) {
+          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kAhead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kAhead + 64), _MM_HINT_T1);
+        }
+        __m512 w[2 * P];
+        for (int j = 0; j < P; ++j) weight_row(panel[j], k, w[2 * j], w[2 * j + 1]);
         fma_row(k, w);
       }
     }
@@ -133,8 +142,7 @@ void decode_pair(const MatmulArgs& p, const float* a, std::int64_t lda, std::int
   store_rows(p, acc, 2 * panels, m0, n, n_end);
 }
 
-// i4 weights, P panels streamed side by side (one row of A: four streams in
-// flight, as decode_quad_f32; more rows: two, for the registers). Per group
+// i4 weights, P panels streamed side by side (decode_panel_count). Per group
 // of K, the nibbles enter the FMAs unscaled: (q - 8) comes from a 16-entry
 // table by vpermps, which reads only an index's low 4 bits, so a nibble
 // needs no mask once shifted to the bottom of its lane; the group's sums are
@@ -222,46 +230,24 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
   store_rows(p, acc, 2 * panels, m0, n, n_end);
 }
 
-// f32 weights, one or two rows: four panels at a time, four streams in flight.
-template <int ROWS>
-void decode_quad_f32(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
-  const PackedB& b = *p.packed;
-  const std::int64_t panel_floats = b.k * kPanelCols;
-  const int panels = int(std::min<std::int64_t>(4, (n_end - n + kPanelCols - 1) / kPanelCols));
-  const float* base = static_cast<const float*>(b.values) + n / kPanelCols * panel_floats;
-  const float* w[4];
-  for (int j = 0; j < 4; ++j) w[j] = base + std::min(j, panels - 1) * panel_floats;  // a short tail re-reads the last
-  __m512 acc[ROWS][8];
-  for (auto& row : acc)
-    for (__m512& v : row) v = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < b.k; ++k) {
-    for (int j = 0; j < 4; ++j) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead, _MM_HINT_T1);
-      _mm_prefetch(reinterpret_cast<const char*>(w[j] + k * kPanelCols) + kAhead + 64, _MM_HINT_T1);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < ROWS; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        acc[i][2 * j] = _mm512_fmadd_ps(av, _mm512_load_ps(w[j] + k * kPanelCols), acc[i][2 * j]);
-        acc[i][2 * j + 1] = _mm512_fmadd_ps(av, _mm512_load_ps(w[j] + k * kPanelCols + 16), acc[i][2 * j + 1]);
-      }
-    }
-  }
-  store_rows(p, acc, 2 * panels, m0, n, n_end);
-}
-
-using DecodePair = void (*)(const MatmulArgs&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
+// Panels streamed side by side: four streams in flight for one row of A
+// (and two of f32, which takes no registers to convert); more rows, two,
+// for the registers.
+constexpr int decode_panel_count(DType d, std::int64_t rows) { return rows == 1 || (rows == 2 && d == DType::f32) ? 4 : 2; }
+using DecodePanels = void (*)(const MatmulArgs&, const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t);
 template <DType D>
-constexpr DecodePair kDecodePairs[kMaxRows + 1] = {nullptr, decode_pair<1, D>, decode_pair<2, D>, decode_pair<3, D>,
-                                                   decode_pair<4, D>};
-constexpr DecodePair kDecodeI4[kMaxRows + 1] = {nullptr, decode_i4<1, 4>, decode_i4<2, 2>, decode_i4<3, 2>, decode_i4<4, 2>};
+constexpr DecodePanels kDecodePanels[kMaxRows + 1] = {
+    nullptr, decode_panels<1, decode_panel_count(D, 1), D>, decode_panels<2, decode_panel_count(D, 2), D>,
+    decode_panels<3, decode_panel_count(D, 3), D>, decode_panels<4, decode_panel_count(D, 4), D>};
+template <>
+constexpr DecodePanels kDecodePanels<DType::i4>[kMaxRows + 1] = {
+    nullptr, decode_i4<1, decode_panel_count(DType::i4, 1)>, decode_i4<2, decode_panel_count(DType::i4, 2)>,
+    decode_i4<3, decode_panel_count(DType::i4, 3)>, decode_i4<4, decode_panel_count(DType::i4, 4)>};
 
 }  // namespace
 
 // Decode (M <= 4 per pass): packed f32 / bf16 / i8 / i4 weights streamed once,
-// two panels at a time, dequantized in registers. A's rows are converted to
+// two or four panels at a time, dequantized in registers. A's rows are converted to
 // f32 once per task (W8A8: the int8 steps of each row's scale).
 void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                    std::int64_t n1) {
@@ -278,24 +264,14 @@ void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, st
     }
   }
   const DType dtype = p.packed->dtype;
-  if (dtype == DType::f32 && rows <= 2) {
-    for (std::int64_t n = n0; n < n1; n += 4 * kPanelCols)
-      (rows == 1 ? decode_quad_f32<1> : decode_quad_f32<2>)(p, a, lda, m0, n, n1);
-    return;
-  }
-  if (dtype == DType::i4) {
-    for (std::int64_t m = m0; m < m1; m += kMaxRows) {
-      const std::int64_t r = std::min(kMaxRows, m1 - m);
-      for (std::int64_t n = n0; n < n1; n += (r == 1 ? 4 : 2) * kPanelCols) kDecodeI4[r](p, a + (m - m0) * lda, lda, m, n, n1);
-    }
-    return;
-  }
-  const DecodePair* kernels = dtype == DType::f32    ? kDecodePairs<DType::f32>
-                              : dtype == DType::bf16 ? kDecodePairs<DType::bf16>
-                                                     : kDecodePairs<DType::i8>;
+  const DecodePanels* kernels = dtype == DType::i4     ? kDecodePanels<DType::i4>
+                                : dtype == DType::f32  ? kDecodePanels<DType::f32>
+                                : dtype == DType::bf16 ? kDecodePanels<DType::bf16>
+                                                       : kDecodePanels<DType::i8>;
   for (std::int64_t m = m0; m < m1; m += kMaxRows) {
     const std::int64_t r = std::min(kMaxRows, m1 - m);
-    for (std::int64_t n = n0; n < n1; n += 2 * kPanelCols) kernels[r](p, a + (m - m0) * lda, lda, m, n, n1);
+    const std::int64_t step = decode_panel_count(dtype, r) * kPanelCols;
+    for (std::int64_t n = n0; n < n1; n += step) kernels[r](p, a + (m - m0) * lda, lda, m, n, n1);
   }
 }
 
