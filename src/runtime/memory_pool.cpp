@@ -10,8 +10,6 @@ namespace tessera {
 
 namespace {
 constexpr std::int64_t kMinClass = 512;
-constexpr std::int64_t kPageAlignFrom = 2 << 20;
-constexpr std::int64_t kPage = 4096;
 }  // namespace
 
 std::int64_t MemoryPool::size_class(std::int64_t bytes) {
@@ -57,10 +55,10 @@ Result<MemoryPool::Block> MemoryPool::allocate(std::int64_t bytes) {
     }
   }
   if (block.data_ == nullptr) {
-    block.data_ = aligned_alloc_bytes(std::size_t(cls), cls >= kPageAlignFrom ? kPage : kAlignment);
+    block.data_ = aligned_alloc_bytes(std::size_t(cls));
     if (block.data_ == nullptr) {
       empty_cache();  // give the OS our cached blocks and try once more
-      block.data_ = aligned_alloc_bytes(std::size_t(cls), cls >= kPageAlignFrom ? kPage : kAlignment);
+      block.data_ = aligned_alloc_bytes(std::size_t(cls));
     }
     if (block.data_ == nullptr) return Status::out_of_memory(fmt::format("memory pool: cannot allocate {} bytes", cls));
     std::lock_guard lock(mutex_);

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "support/harness.hpp"
+#include "tessera/core/aligned.hpp"
 
 namespace tessera::testing {
 namespace {
@@ -18,6 +19,21 @@ TEST(Shape, NumelAndValidation) {
   EXPECT_FALSE((TensorDesc{DType::f32, {2, 3}, {1, 2}}.is_contiguous()));
   EXPECT_EQ((TensorDesc{DType::f32, {2, 3}, {4, 1}}.span_bytes()), (4 + 2 + 1) * 4);
   EXPECT_EQ(TensorDesc::contiguous(DType::i4, {2, 3}).span_bytes(), 3);
+}
+
+// Small buffers start on a cache line; large ones on a 2 MiB boundary, the
+// start of a huge page (aligned.cpp), also through the memory pool.
+TEST(Tensor, LargeBuffersStartOnHugePages) {
+  auto offset = [](const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a; };
+  Tensor small = value_or_die(Tensor::empty(DType::f32, {3, 5}));
+  EXPECT_EQ(offset(small.data(), kAlignment), 0u);
+  Tensor large = value_or_die(Tensor::empty(DType::bf16, {std::int64_t(kHugePage) / 2 + 3}));  // just past 2 MiB
+  EXPECT_EQ(offset(large.data(), kHugePage), 0u);
+  std::memset(large.data(), 0x5a, large.desc().span_bytes());  // all of it writable
+  MemoryPool pool;
+  MemoryPool::Block block = value_or_die(pool.allocate(std::int64_t(3 * kHugePage + 1)));
+  EXPECT_EQ(offset(block.data(), kHugePage), 0u);
+  std::memset(block.data(), 0x5a, block.bytes());
 }
 
 TEST(Tensor, ViewsShareStorage) {
