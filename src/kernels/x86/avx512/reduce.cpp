@@ -11,29 +11,23 @@ static inline __m512 max_keep_nan(__m512 acc, __m512 v) {
   return _mm512_mask_mov_ps(_mm512_max_ps(v, acc), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
 }
 
-// The lines of `next` (the row after this one, or null) that correspond to
-// columns [c, c + cols) of this one: rows are a few pages, and the hardware
-// prefetcher restarts at each, so each row fetches the next while it works.
-// Into L2: a row of 4096 f32 and the next fill a 32 KiB L1 (AMD EPYC, Zen 4,
-// bench membound reduce_sum_last large, 1 thread, alternating: f32
-// 18-21 -> 21-23.5 GB/s, bf16 24-29 -> 29.5-31.5).
-static inline void prefetch_next(const char* next, std::int64_t c, std::int64_t cols, std::int64_t xs) {
-  if (!next) return;
-  for (std::int64_t b = c * xs; b < (c + cols) * xs; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
-}
-
 // The sum of a row in f64: vectors add up in f32 over blocks of 512 columns
 // (32 terms per lane, which f32 holds with room to spare) and each block's
 // sums move to f64 once, since the conversions cost more than the adds.
+// Rows stream in order with no software prefetch: asking for the next row
+// into L2 while summing this one paid on 4 KiB pages, where the hardware
+// prefetcher restarted at each; on the huge pages large tensors now get
+// (aligned.cpp) it cost a third (AMD EPYC, Zen 4, bench membound
+// reduce_sum_last large f32, 1 thread, alternating: 17-19.5 GB/s with it,
+// 25-28.5 without, 0.66-0.75x -> 1.00-1.02x oneDNN).
 template <class T>
-static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
+static double row_sum(const char* x, T t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
   __m512d s0 = _mm512_setzero_pd(), s1 = s0;
   for (std::int64_t c = 0; c < len;) {
     __m512 p0 = _mm512_setzero_ps(), p1 = p0, p2 = p0, p3 = p0;  // four chains hide the adds' latency
     const std::int64_t end = len - c > 512 ? c + 512 : len;
     for (; c + 64 <= end; c += 64) {
-      prefetch_next(next, c, 64, xs);
       p0 = _mm512_add_ps(p0, load16(x + c * xs, t, 0xffff));
       p1 = _mm512_add_ps(p1, load16(x + (c + 16) * xs, t, 0xffff));
       p2 = _mm512_add_ps(p2, load16(x + (c + 32) * xs, t, 0xffff));
@@ -45,14 +39,13 @@ static double row_sum(const char* x, T t, std::int64_t len, const char* next) {
   return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
 
-// The max of a row, NaN if any element is; the next row prefetched meanwhile.
+// The max of a row, NaN if any element is.
 template <class T>
-static float row_max(const char* x, T t, std::int64_t len, const char* next) {
+static float row_max(const char* x, T t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
   __m512 m0 = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), m1 = m0;
   std::int64_t c = 0;
   for (; c + 32 <= len; c += 32) {
-    prefetch_next(next, c, 32, xs);
     m0 = max_keep_nan(m0, load16(x + c * xs, t, 0xffff));
     m1 = max_keep_nan(m1, load16(x + (c + 16) * xs, t, 0xffff));
   }
@@ -69,10 +62,9 @@ void reduce_rows(const ReduceArgs& a) {
   const double scale = a.kind == ReduceKind::mean ? 1.0 / double(a.length) : 1.0;
   for (std::int64_t j = 0; j < a.n; ++j) {
     const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
-    const char* next = j + 1 < a.n ? x + a.x_stride * xs : nullptr;
     float v;
     dispatch_float(a.x_dtype, [&](auto t) {
-      v = a.kind == ReduceKind::max ? row_max(x, t, a.length, next) : float(row_sum(x, t, a.length, next) * scale);
+      v = a.kind == ReduceKind::max ? row_max(x, t, a.length) : float(row_sum(x, t, a.length) * scale);
     });
     store16(static_cast<char*>(a.y) + j * a.y_stride * ys, a.y_dtype, _mm512_set1_ps(v), 1);
   }
