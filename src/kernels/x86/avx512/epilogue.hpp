@@ -29,7 +29,7 @@ static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, s
 // Asks for the lines the epilogue of rows [m, m + rows) x columns [n, n + 32)
 // will touch: rows of C and of the residual are a matrix row apart, too far
 // for the hardware prefetcher, so issued while the tile is still computing.
-static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n) {
+__attribute__((always_inline)) static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n) {
   const std::int64_t c_bytes = 32 * bytes_of(a.c_dtype), r_bytes = 32 * bytes_of(a.ep.residual_dtype);
   for (std::int64_t i = 0; i < rows; ++i) {
     const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, c_row_offset(a, m + i) + n));

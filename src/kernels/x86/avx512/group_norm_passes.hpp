@@ -123,7 +123,7 @@ static constexpr std::int64_t kTileLines = 8;
 // 1 thread, alternating: f32 12.5 -> 19.5 GB/s, with a residual and SiLU
 // 9.5 -> 12-13.5; bf16 10.5 -> 11-12 and 6.8 -> 8.1-8.6.
 static constexpr std::int64_t kStatsPrefetchBytes = 16384;
-static inline void prefetch_stats_lines(const char* p, std::int64_t bytes) {
+__attribute__((always_inline)) static inline void prefetch_stats_lines(const char* p, std::int64_t bytes) {
   for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b + kStatsPrefetchBytes, _MM_HINT_T1);
 }
 

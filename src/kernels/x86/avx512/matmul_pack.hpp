@@ -50,7 +50,7 @@ static inline void pack_a_units(std::int64_t m0, std::int64_t m1, std::int64_t k
 // follow them: the packers fetch a few lines ahead, past the slice too.
 constexpr std::int64_t kPrefetchAhead = 96;  // elements of a row of A
 
-static inline void prefetch_a_row(const MatmulArgs& p, std::int64_t m, std::int64_t k) {
+__attribute__((always_inline)) static inline void prefetch_a_row(const MatmulArgs& p, std::int64_t m, std::int64_t k) {
   if (p.a_col_stride == 1 && k + kPrefetchAhead < p.k)
     _mm_prefetch(static_cast<const char*>(advance(p.a, p.a_dtype, m * p.a_row_stride + k + kPrefetchAhead)), _MM_HINT_T0);
 }
@@ -120,9 +120,7 @@ static inline void i4_block_row(__m512i block, __m512i& lo, __m512i& hi) {
 // and a load that misses stalls the loop on every group (AMD EPYC, Zen 4:
 // 39 % of the int4 loop's time at group 128 on the scales' load; with this
 // 4096 x 4096 int4 at M = 1, cold, 1 thread 14-15.5 -> 17-21 GB/s, 2
-// threads 21.5-25 -> 26-33). Always inlined: GCC takes a function of
-// prefetches alone for one without effects and drops the calls it does
-// not inline first.
+// threads 21.5-25 -> 26-33). Always inlined, as prefetch_ahead (vec.hpp).
 __attribute__((always_inline)) static inline void prefetch_group_params(const PackedB& b, std::int64_t g, std::int64_t n) {
   if (g * b.group_size >= b.k) return;
   const std::int64_t at = g * padded_n(b.n) + n;
