@@ -45,7 +45,7 @@ bool int8_decode_supports(const MatmulProblem& p) { return int8_supports(p) && p
 // whole 64-byte blocks of 4 k (or one group covers K); other group sizes
 // take the f32 rows.
 bool i4_vnni_layout(const MatmulProblem& p) {
-  return unit_output(p) && p.b_packed && p.b == DType::i4 && i4_groups_in_blocks(p.b_group, p.k);
+  return unit_output(p) && p.b_packed && p.b == DType::i4 && groups_in_quads(p.b_group, p.k);
 }
 bool i4_vnni_supports(const MatmulProblem& p) { return i4_vnni_layout(p) && (p.quantize_a || p.m < 16); }
 // The same kernel, ranked below the AMX rows: weight-only from 16 to 31 rows
@@ -53,6 +53,20 @@ bool i4_vnni_supports(const MatmulProblem& p) { return i4_vnni_layout(p) && (p.q
 // M = 16 cold, 1 thread: 155 against 120 GFLOP/s; from M = 32 on within
 // noise, and at M = 64 the bf16 row leads, 188 against 155).
 bool i4_vnni_few_rows(const MatmulProblem& p) { return i4_vnni_layout(p) && !p.quantize_a && p.m < 32; }
+
+// Weight-only int8 the same way (int16 activations, two vpdpbusd per 64
+// weights where dequantizing them to f32 costs ~20 instructions): up to 15
+// rows ahead of the AMX rows, as int4; where AMX is absent, up to 127 ahead
+// of the bf16 dot-product row, whose int8-to-bf16 tiles cost more than
+// int4's (AMD EPYC, Zen 4, 4096 x 4096 per channel, cold, 1 thread: M 16
+// 3.3 against 9.1 ms, M 64 12.8 against 17.7, M 128 even at 26.5; below 16
+// the f32 decode rows took it, M 1 / 4 / 8: 0.95-1.07 / 1.7-1.9 / 7.1-7.4
+// ms against 0.78-0.86 / 0.77-0.90 / 1.5-1.6).
+bool w8_vnni_layout(const MatmulProblem& p) {
+  return unit_output(p) && p.b_packed && p.b == DType::i8 && !p.quantize_a && groups_in_quads(p.b_group, p.k);
+}
+bool w8_vnni_supports(const MatmulProblem& p) { return w8_vnni_layout(p) && p.m < 16; }
+bool w8_vnni_few_rows(const MatmulProblem& p) { return w8_vnni_layout(p) && p.m < 128; }
 
 // vdpbf16ps, as the AMX bf16 row where AMX is absent: bf16 weights (packed,
 // any float activations), bf16 x bf16, or (prefill, M >= 16) quantized
@@ -139,10 +153,12 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
       {"matmul_decode_vnni", hw::Isa::avx512_bf16, int8_decode_supports, f32_tiling, avx512_bf16::matmul_decode_vnni},
       {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_supports, f32_tiling, avx512_bf16::matmul_i4_vnni},
+      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_supports, f32_tiling, avx512_bf16::matmul_w8_vnni},
       {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
       {"matmul_int8_amx", hw::Isa::amx, int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
       {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_few_rows, f32_tiling, avx512_bf16::matmul_i4_vnni},
+      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_few_rows, f32_tiling, avx512_bf16::matmul_w8_vnni},
       {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, int8_vnni_tiling, avx512_bf16::matmul_int8_vnni},
       {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, bf16_dot_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},

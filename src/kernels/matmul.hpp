@@ -123,6 +123,7 @@ TESSERA_MATMUL_KERNEL(matmul_bf16_dot);
 TESSERA_MATMUL_KERNEL(matmul_int8_vnni);
 TESSERA_MATMUL_KERNEL(matmul_decode_vnni);
 TESSERA_MATMUL_KERNEL(matmul_i4_vnni);
+TESSERA_MATMUL_KERNEL(matmul_w8_vnni);
 }  // namespace avx512_bf16
 namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul_int8); }
 #undef TESSERA_MATMUL_KERNEL

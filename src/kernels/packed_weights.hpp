@@ -74,9 +74,10 @@ static inline std::int64_t tile_packed_index(DType dtype, std::int64_t k_pad, st
   return (((((p * (k_pad / step) + kb) * 2 + half) * 16 + kq) * 16 + j) * group) + e;
 }
 
-// i4 weights whose scale groups (of `group` k, out of k) are whole 64-byte
-// blocks of 4 k, or one group over K: a block never straddles two scales.
-static inline bool i4_groups_in_blocks(std::int64_t group, std::int64_t k) { return group % kI4KStep == 0 || group >= k; }
+// Scale groups (of `group` k, out of k) of whole quads of k — int4's 64-byte
+// blocks, int8's 64-byte tile rows — or one group over K: a block or row
+// never straddles two scales.
+static inline bool groups_in_quads(std::int64_t group, std::int64_t k) { return group % 4 == 0 || group >= k; }
 
 // i4: the byte holding (k, n) (the low nibble for n % 32 < 16, else the high).
 static inline std::int64_t i4_byte_index(std::int64_t k_pad, std::int64_t k, std::int64_t n) {

@@ -35,9 +35,9 @@ struct Geometry {
 // of B's layout; AMX: 16-row A tiles; every row: N in whole packed panels
 // (tasks index panels by n0). The register-blocked rows accept any M block
 // (14 rows is their micro-tile); the f32 rows any K block (16 is their
-// tiling's step). Decode (M <= 4) takes all its rows and all of K at once; the int4
-// VNNI row takes all of K and its rows in passes of 4. The reference row is
-// not tuned.
+// tiling's step). Decode (M <= 4) takes all its rows and all of K at once;
+// the int4 and weight-only int8 VNNI rows take all of K and their rows in
+// passes of 4. The reference row is not tuned.
 struct TilingGrains {
   kernels::MatmulFamily::Run run;
   std::int64_t m_block, n_block, k_block;
@@ -45,6 +45,7 @@ struct TilingGrains {
 constexpr TilingGrains kTilingGrains[] = {
     {kernels::avx512::matmul_decode, 0, kernels::kPanelCols, 0},
     {kernels::avx512_bf16::matmul_i4_vnni, 4, kernels::kPanelCols, 0},
+    {kernels::avx512_bf16::matmul_w8_vnni, 4, kernels::kPanelCols, 0},
     {kernels::amx::matmul_int8, 16, kernels::kPanelCols, kernels::kI8KStep},
     {kernels::amx::matmul_bf16, 16, kernels::kPanelCols, kernels::kBf16KStep},
     {kernels::avx512_bf16::matmul_int8_vnni, 14, kernels::kPanelCols, kernels::kI8KStep},

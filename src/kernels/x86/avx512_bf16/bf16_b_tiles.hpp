@@ -56,7 +56,7 @@ static inline const std::uint16_t* bf16_tiles_of(const MatmulArgs& p, std::int64
   if (!p.packed || (p.packed->dtype != DType::i8 && p.packed->dtype != DType::i4))
     return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
   const PackedB& b = *p.packed;
-  if (b.dtype == DType::i4 && i4_groups_in_blocks(b.group_size, b.k)) return i4_b_tiles(b, n, k0, kc, buf);
+  if (b.dtype == DType::i4 && groups_in_quads(b.group_size, b.k)) return i4_b_tiles(b, n, k0, kc, buf);
   const __m512i interleave = _mm512_load_si512(kTileInterleave);
   avx512::BRows32 rows(p, n, n_end);
   for (std::int64_t k = 0; k < round_up(kc, kBf16KStep); k += 2) {

@@ -13,27 +13,28 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 
 constexpr std::int64_t kMaxRows = 4;
 constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as the other decode kernels'
-// Quads (4 k) per i32 sum: 32639 x 15 x 4096 k < 2^31 for int16 activations.
-constexpr std::int64_t kMaxBlockQuads = 1024;
 // The largest int16 step: s + 128 stays below 2^15, so s = 256 hi + lo with
 // both bytes signed (int16_row).
 constexpr float kMaxStep = 32639.0f;
+// Quads (4 k) per i32 sum with int16 activations: 32639 x 15 x 4 x 1024 <
+// 2^31 for int4 weights, 32639 x 255 x 4 x 32 for int8 (unsigned bytes).
+constexpr std::int64_t max_block_quads(DType w) { return w == DType::i4 ? 1024 : 32; }
 
-// How A's rows enter the dot products (vpdpbusd, 4 k per lane, the weights'
-// nibbles the unsigned bytes): int8 steps quantized by the op's pre-pass
-// (W4A8), or int16 steps quantized here (weight-only int4), each split into
-// a high and a low signed byte, one dot product per byte.
+// How A's rows enter the dot products (vpdpbusd, 4 k per lane, the weights
+// the unsigned bytes): int8 steps quantized by the op's pre-pass (W4A8),
+// or int16 steps quantized here (weight-only), each split into a high and a
+// low signed byte, one dot product per byte.
 enum class AInt { i8, i16 };
 
 // K in blocks whose integer sums are exact in i32: the scale groups (whole
 // quads, or one group over K and its zero padding), cut into equal blocks
-// of at most kMaxBlockQuads.
+// of at most max_block_quads.
 struct Blocks {
   std::int64_t quads, group_quads, per_group, block_quads, count;
   explicit Blocks(const PackedB& b) {
-    quads = padded_k(DType::i4, std::max<std::int64_t>(b.k, 1)) / 4;
-    group_quads = b.group_size < b.k ? b.group_size / kI4KStep : quads;  // whole blocks (i4_groups_in_blocks)
-    per_group = (group_quads + kMaxBlockQuads - 1) / kMaxBlockQuads;
+    quads = padded_k(b.dtype, std::max<std::int64_t>(b.k, 1)) / 4;
+    group_quads = b.group_size < b.k ? b.group_size / 4 : quads;  // whole quads (groups_in_quads)
+    per_group = (group_quads + max_block_quads(b.dtype) - 1) / max_block_quads(b.dtype);
     block_quads = (group_quads + per_group - 1) / per_group;
     count = (quads + group_quads - 1) / group_quads * per_group;
   }
@@ -55,23 +56,27 @@ struct StagedA {
 // C[m0 : m0 + ROWS, n : n + 32 P] over all of K, P panels streamed side by
 // side (one row of A: four streams in flight; more rows: fewer, for the
 // registers): panels n, n + stride, ... (each stream runs on through
-// `stride` panels in a row). 64 bytes of a panel hold four k of its 32
+// `stride` panels in a row). int8 weights (W): 64 bytes of a tile row hold
+// four k of 16 columns, read in the order of memory (walk_halves), the
+// signed ones made unsigned by a flip of the top bit (w + 128, taken back
+// as the zero point 128); int4: 64 bytes of a panel hold four k of its 32
 // columns, 4 per lane (packed_weights.hpp): the nibbles masked in place are
 // the unsigned bytes of the dot products against A's steps, q for the low
 // nibbles (columns 0-15 of the panel) and 16 q for the high ones (16-31, the
 // factor taken out exactly at the block's end, so no shift is spent per
 // weight); per block the i32 sums give sum(a (q - zero)) with the block's
-// sum of a, then take the group's scale. Per 128 weights and row of A that
-// is 2 (int8) or 4 (int16) dot products and 2 masks, where converting the
-// nibbles to f32 costs ~24 (measured: the f32 loop is bound by those at
-// 55-65 % of the read bandwidth). Against int16 steps as words (vpdpwssd,
+// sum of a, then take the group's scale. Per 128 int4 weights and row of A
+// that is 2 (int8 A) or 4 (int16 A) dot products and 2 masks, per 64 int8
+// weights 2 dot products and a flip, where converting them to f32 costs
+// ~20-24 (measured: the f32 loops are bound by those at 55-70 % of the read
+// bandwidth). Against int16 steps as words (vpdpwssd,
 // 3 shifts and 4 masks per 128 weights) the split bytes run 1.3x faster
 // from L3 (AMD EPYC, Zen 4, 4096 x 4096, 1 thread: 24.6 -> 32.5 GB/s).
-template <AInt A, int ROWS, int P>
+template <DType W, AInt A, int ROWS, int P>
 void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n,
                    std::int64_t n_end, std::int64_t stride) {
   const PackedB& b = *p.packed;
-  const std::int64_t panel_bytes = bl.quads * 64;
+  const std::int64_t panel_bytes = bl.quads * 4 * panel_row_bytes(W);
   const int panels = int(std::min<std::int64_t>(P, (n_end - n + stride * kPanelCols - 1) / (stride * kPanelCols)));
   const auto* base = static_cast<const std::uint8_t*>(b.values) + n / kPanelCols * panel_bytes;
   const std::uint8_t* panel[P];
@@ -93,29 +98,51 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
     for (auto& row : dot)
       for (auto& col : row)
         for (__m512i& v : col) v = _mm512_setzero_si512();
-    for (std::int64_t q = bl.begin(blk), q1 = bl.end(blk); q < q1; ++q) {
-      __m512i av[ROWS][kBytes];
+    auto steps_of = [&](std::int64_t q, __m512i (&av)[ROWS][kBytes]) __attribute__((always_inline)) {
       for (int i = 0; i < ROWS; ++i)
         for (int e = 0; e < kBytes; ++e) av[i][e] = _mm512_set1_epi32(a.rows[i][kBytes * q + e]);
+    };
+    if constexpr (W == DType::i4) {
+      for (std::int64_t q = bl.begin(blk), q1 = bl.end(blk); q < q1; ++q) {
+        __m512i av[ROWS][kBytes];
+        steps_of(q, av);
 #pragma GCC unroll 4
-      for (int j = 0; j < P; ++j) {
-        const std::uint8_t* r = panel[j] + q * 64;
-        _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);  // past `panels`: the last panel again, harmless
-        const __m512i d = _mm512_load_si512(r);
-        const __m512i w[2] = {_mm512_and_si512(d, low), _mm512_and_si512(d, high)};
+        for (int j = 0; j < P; ++j) {
+          const std::uint8_t* r = panel[j] + q * 64;
+          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);  // past `panels`: the last panel again, harmless
+          const __m512i d = _mm512_load_si512(r);
+          const __m512i w[2] = {_mm512_and_si512(d, low), _mm512_and_si512(d, high)};
 #pragma GCC unroll 4
-        for (int i = 0; i < ROWS; ++i)
-          for (int h = 0; h < 2; ++h)
-            for (int e = 0; e < kBytes; ++e) dot[i][2 * j + h][e] = _mm512_dpbusd_epi32(dot[i][2 * j + h][e], w[h], av[i][e]);
+          for (int i = 0; i < ROWS; ++i)
+            for (int h = 0; h < 2; ++h)
+              for (int e = 0; e < kBytes; ++e) dot[i][2 * j + h][e] = _mm512_dpbusd_epi32(dot[i][2 * j + h][e], w[h], av[i][e]);
+        }
       }
+    } else {
+      const __m512i flip = _mm512_set1_epi8(b.zeros ? 0 : char(0x80));  // zero points: stored unsigned
+      walk_halves<4, kI8KStep>(4 * bl.begin(blk), 4 * bl.end(blk), [&]<int H>(std::integral_constant<int, H>, std::int64_t k,
+                                                                           std::int64_t at) __attribute__((always_inline)) {
+        __m512i av[ROWS][kBytes];
+        steps_of(k / 4, av);
+#pragma GCC unroll 4
+        for (int j = 0; j < P; ++j) {
+          const std::uint8_t* r = panel[j] + at;
+          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+          const __m512i w = _mm512_xor_si512(_mm512_load_si512(r), flip);
+#pragma GCC unroll 4
+          for (int i = 0; i < ROWS; ++i)
+            for (int e = 0; e < kBytes; ++e) dot[i][2 * j + H][e] = _mm512_dpbusd_epi32(dot[i][2 * j + H][e], w, av[i][e]);
+        }
+      });
     }
-    // The block's sums of q a: the high nibbles' dot products are 16x theirs
-    // (exact multiples of 16); an int16 step is 256 hi + lo.
+    // The block's sums of q a: int4's high nibbles' dot products are 16x
+    // theirs (exact multiples of 16); an int16 step is 256 hi + lo.
     auto sum_qa = [&](int i, int h) {
-      if constexpr (A == AInt::i8) return h % 2 ? _mm512_srai_epi32(dot[i][h][0], 4) : dot[i][h][0];
+      const bool x16 = W == DType::i4 && h % 2;
+      if constexpr (A == AInt::i8) return x16 ? _mm512_srai_epi32(dot[i][h][0], 4) : dot[i][h][0];
       else
-        return h % 2 ? _mm512_add_epi32(_mm512_slli_epi32(dot[i][h][0], 4), _mm512_srai_epi32(dot[i][h][1], 4))
-                     : _mm512_add_epi32(_mm512_slli_epi32(dot[i][h][0], 8), dot[i][h][1]);
+        return x16 ? _mm512_add_epi32(_mm512_slli_epi32(dot[i][h][0], 4), _mm512_srai_epi32(dot[i][h][1], 4))
+                   : _mm512_add_epi32(_mm512_slli_epi32(dot[i][h][0], 8), dot[i][h][1]);
     };
     // h runs to the constant 2 P so that dot is indexed by constants and
     // stays in registers (a run-time bound put it in memory too: a copy of
@@ -126,7 +153,7 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
       const std::int64_t at = blk / bl.per_group * padded_n(b.n) + column(h);
       const __m512 scale = load16(advance(b.scales, b.scale_dtype, at), b.scale_dtype, 0xffff);
       const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at))))
-                                  : _mm512_set1_ps(8.0f);
+                                  : _mm512_set1_ps(W == DType::i4 ? 8.0f : 128.0f);
       for (int i = 0; i < ROWS; ++i) {
         const __m512 exact = _mm512_fnmadd_ps(zero, _mm512_set1_ps(float(a.sums[i * bl.count + blk])), _mm512_cvtepi32_ps(sum_qa(i, h)));
         acc[i][h] = _mm512_fmadd_ps(scale, exact, acc[i][h]);
@@ -139,19 +166,20 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
     });
 }
 
-template <AInt A, int ROWS, int P>
+template <DType W, AInt A, int ROWS, int P>
 void dot_rows(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::int64_t m0, std::int64_t n0,
                  std::int64_t n1) {
   // Panels t, t + Q, t + 2Q, ... side by side: each stream runs on through Q
   // panels in a row, so the prefetcher is not restarted every P panels.
   const std::int64_t q = panels_of(n1 - n0) / P;
-  for (std::int64_t t = 0; t < q; ++t) dot_panels<A, ROWS, P>(p, a, bl, m0, n0 + t * kPanelCols, n1, q);
-  for (std::int64_t n = n0 + q * P * kPanelCols; n < n1; n += P * kPanelCols) dot_panels<A, ROWS, P>(p, a, bl, m0, n, n1, 1);
+  for (std::int64_t t = 0; t < q; ++t) dot_panels<W, A, ROWS, P>(p, a, bl, m0, n0 + t * kPanelCols, n1, q);
+  for (std::int64_t n = n0 + q * P * kPanelCols; n < n1; n += P * kPanelCols) dot_panels<W, A, ROWS, P>(p, a, bl, m0, n, n1, 1);
 }
 
 using DotRows = void (*)(const MatmulArgs&, const StagedA&, const Blocks&, std::int64_t, std::int64_t, std::int64_t);
-template <AInt A>
-constexpr DotRows kDotRows[kMaxRows + 1] = {nullptr, dot_rows<A, 1, 4>, dot_rows<A, 2, 2>, dot_rows<A, 3, 1>, dot_rows<A, 4, 1>};
+template <DType W, AInt A>
+constexpr DotRows kDotRows[kMaxRows + 1] = {nullptr, dot_rows<W, A, 1, 4>, dot_rows<W, A, 2, 2>, dot_rows<W, A, 3, 1>,
+                                            dot_rows<W, A, 4, 1>};
 
 // Row m of A as int16 steps s of scale max|a| / kMaxStep (NaN when the row
 // holds NaN or Inf, so its outputs are NaN), zero past K: into `steps`, and
@@ -189,15 +217,13 @@ float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::in
   return scale;
 }
 
-}  // namespace
-
-// int4 weights streamed once per 4 rows of A and multiplied as integers:
-// with A quantized per token by the op's pre-pass (W4A8), or else
+// Quantized weights streamed once per 4 rows of A and multiplied as
+// integers: with A quantized per token by the op's pre-pass (W4A8), or else
 // (weight-only) with each row of A quantized here to int16 steps of its
 // max|a| / 32639 (per element at most half a step off, finer than bf16's
 // rounding unless the row's largest value exceeds its RMS 256-fold).
-void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
-                    std::int64_t n1) {
+template <DType W>
+void matmul_quantized(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
   const Blocks bl(*p.packed);
   // Per row of A staged here: 2 lanes and 4 int16 steps per quad.
   const std::int64_t rows = m1 - m0, lanes = p.a_q ? 0 : 2 * bl.quads, step_lanes = lanes;
@@ -230,9 +256,24 @@ void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, s
     StagedA a{{}, sums + (m - m0) * bl.count, scales + (m - m0)};
     for (std::int64_t i = 0; i < r; ++i)
       a.rows[i] = p.a_q ? reinterpret_cast<const std::int32_t*>(p.a_q + (m + i) * p.a_q_stride) : staged + (m - m0 + i) * lanes;
-    (p.a_q ? kDotRows<AInt::i8> : kDotRows<AInt::i16>)[r](p, a, bl, m, n0, n1);
+    if constexpr (W == DType::i4)
+      (p.a_q ? kDotRows<W, AInt::i8> : kDotRows<W, AInt::i16>)[r](p, a, bl, m, n0, n1);
+    else
+      kDotRows<W, AInt::i16>[r](p, a, bl, m, n0, n1);  // W8A8 has its own rows
   }
   if (p.stream_c) _mm_sfence();
+}
+
+}  // namespace
+
+void matmul_i4_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                    std::int64_t n1) {
+  matmul_quantized<DType::i4>(p, m0, m1, n0, n1);
+}
+
+void matmul_w8_vnni(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
+                    std::int64_t n1) {
+  matmul_quantized<DType::i8>(p, m0, m1, n0, n1);
 }
 
 }  // namespace tessera::kernels::avx512_bf16
