@@ -24,9 +24,10 @@ struct Tolerance {
 // A result computed through bf16 operands is held to the bf16 tolerance even
 // when stored as f32: matmuls with bf16 or int8 / int4 weights on AMX (and,
 // where AMX is absent, on AVX512-BF16 dot products) round their operands to
-// bf16 on the way into the products, and int4 weights below M = 16 (below 32
-// where AMX is absent) take the activations quantized to int16 per token
-// (finer than bf16 unless a row's largest value is 256x its RMS). W8A8 / W4A8 (int8 activations) are
+// bf16 on the way into the products, and int4 / int8 weights below M = 16
+// (where AMX is absent: int4 below 32, int8 below 128) take the activations
+// quantized to int16 per token (finer than bf16 unless a row's largest
+// value is 256x its RMS). W8A8 / W4A8 (int8 activations) are
 // exact in i32 and then scaled in f32: f32 tolerance against a reference that
 // rounds the activations to int8 the same way.
 Tolerance tolerance_for(DType dtype, std::int64_t reduction = 1);

@@ -116,8 +116,9 @@ struct LinearOptions {
 struct Linear {
   // Inputs {a, [bias], [residual]}, outputs {c}. a [..., K] f32 or bf16; c [..., N] f32 or bf16.
   // On AMX and AVX512-BF16, A is rounded to bf16 against bf16 weights and, from M = 16 on,
-  // against quantized ones; below M = 16, int4 weights take A quantized to
-  // int16 per token instead (compare.hpp).
+  // against quantized ones; below M = 16, int4 and int8 weights (without
+  // quantize_activations) take A quantized to int16 per token instead
+  // (compare.hpp).
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
                               const Epilogue& epilogue = {}, const LinearOptions& options = {});
 };
