@@ -20,6 +20,8 @@ void* aligned_alloc_bytes(std::size_t bytes, std::size_t alignment) {
     // rms_norm 20-26 -> 27-32, transpose_2d 2 threads 17-23 -> 28-30; bench
     // attention decode_b1_kv4096 cold f32 1 thread 9.9-10.2 -> 11.3-11.6
     // GB/s, 2 threads 17.7-18.8 -> 20.3-21.7.
+    // Whole huge pages: at most 2 MiB more per buffer, which a touched huge
+    // page may back (PyTorch's THP allocator rounds the same way from 2 MB).
     const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
     if (posix_memalign(&p, std::max(alignment, kHugePage), rounded) != 0) return nullptr;
     madvise(p, rounded, MADV_HUGEPAGE);  // advice: ignored where huge pages are off
