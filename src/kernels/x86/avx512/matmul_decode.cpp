@@ -78,13 +78,13 @@ void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::i
     }
   };
   GroupScales gs[P] = {};  // past `panels`: the last panel's again
-  const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (group * row_bytes));
+  const std::int64_t ahead = groups_ahead(b, kAhead);
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
     if constexpr (kQuantized)
       for (int j = 0; j < P; ++j) {
         const std::int64_t col = n + std::min(j, panels - 1) * kPanelCols;
         gs[j].load(b, g0 / group, col);
-        prefetch_group_params(b, g0 / group + groups_ahead, col);
+        prefetch_group_params(b, g0 / group + ahead, col);
       }
     const std::int64_t g1 = std::min(b.k, g0 + group);
     // Tile rows in the order of memory (walk_halves): one stream per panel.
@@ -162,9 +162,9 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
   __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (b.group_size * 16));
+  const std::int64_t ahead = groups_ahead(b, kAhead);
   for (std::int64_t g0 = 0; g0 < b.k; g0 += b.group_size) {
-    for (int j = 0; j < panels; ++j) prefetch_group_params(b, g0 / b.group_size + groups_ahead, n + j * kPanelCols);
+    for (int j = 0; j < panels; ++j) prefetch_group_params(b, g0 / b.group_size + ahead, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + b.group_size);
     __m512 group[ROWS][2 * P];
     for (auto& row : group)

@@ -130,6 +130,13 @@ __attribute__((always_inline)) static inline void prefetch_group_params(const Pa
   if (b.zeros) _mm_prefetch(reinterpret_cast<const char*>(b.zeros + at), _MM_HINT_T1);
 }
 
+// How many groups ahead of the one in use a decode loop asks for their
+// scales: about `ahead` bytes of a panel's stream, at least one.
+static inline std::int64_t groups_ahead(const PackedB& b, std::int64_t ahead) {
+  const std::int64_t group_bytes = std::max<std::int64_t>(1, std::min(b.group_size, b.k)) * panel_row_bytes(b.dtype);
+  return std::max<std::int64_t>(1, ahead / group_bytes);
+}
+
 // Reads rows of B[k, n : n + 32] as f32 (zero past N), in order of k. In an
 // unnamed namespace: member functions are implicitly inline, and `static`
 // cannot be applied to a class.

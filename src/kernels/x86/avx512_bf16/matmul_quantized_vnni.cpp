@@ -87,13 +87,12 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
   __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  // Groups ahead whose scales are prefetched: about kAhead bytes of a panel.
-  const std::int64_t groups_ahead = std::max<std::int64_t>(1, kAhead / (bl.group_quads * 64));
-  for (std::int64_t g = 0; g < groups_ahead; ++g)
+  const std::int64_t ahead = groups_ahead(b, kAhead);
+  for (std::int64_t g = 0; g < ahead; ++g)
     for (int j = 0; j < panels; ++j) prefetch_group_params(b, g, column(2 * j));
   for (std::int64_t blk = 0; blk < bl.count; ++blk) {
     if (blk % bl.per_group == 0)
-      for (int j = 0; j < panels; ++j) prefetch_group_params(b, blk / bl.per_group + groups_ahead, column(2 * j));
+      for (int j = 0; j < panels; ++j) prefetch_group_params(b, blk / bl.per_group + ahead, column(2 * j));
     __m512i dot[ROWS][2 * P][kBytes];  // int16: [0] against the high bytes, [1] the low
     for (auto& row : dot)
       for (auto& col : row)
@@ -225,13 +224,13 @@ float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::in
 template <DType W>
 void matmul_quantized(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
   const Blocks bl(*p.packed);
-  // Per row of A staged here: 2 lanes and 4 int16 steps per quad.
-  const std::int64_t rows = m1 - m0, lanes = p.a_q ? 0 : 2 * bl.quads, step_lanes = lanes;
+  // Per row of A staged here: 2 lanes, then 4 int16 steps (as many bytes), per quad.
+  const std::int64_t rows = m1 - m0, lanes = p.a_q ? 0 : 2 * bl.quads;
   auto* scratch = static_cast<std::int32_t*>(thread_scratch(
-      ScratchSlot::a_panel, std::size_t(rows * (lanes + step_lanes + bl.count + 1)) * sizeof(std::int32_t)));
+      ScratchSlot::a_panel, std::size_t(rows * (2 * lanes + bl.count + 1)) * sizeof(std::int32_t)));
   std::int32_t* staged = scratch;
   auto* steps16 = reinterpret_cast<std::int16_t*>(staged + rows * lanes);
-  std::int32_t* sums = staged + rows * (lanes + step_lanes);
+  std::int32_t* sums = staged + rows * 2 * lanes;
   auto* scales = reinterpret_cast<float*>(sums + rows * bl.count);
   for (std::int64_t m = m0; m < m1; ++m) {
     const std::int64_t r = m - m0;
@@ -246,7 +245,7 @@ void matmul_quantized(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std
       scales[r] = p.a_scales[m];
       sum_blocks(p.a_q + m * p.a_q_stride);
     } else {
-      std::int16_t* steps = steps16 + r * 2 * step_lanes;
+      std::int16_t* steps = steps16 + r * 4 * bl.quads;
       scales[r] = int16_row(p, m, bl.quads, steps, staged + r * lanes);
       sum_blocks(steps);
     }
