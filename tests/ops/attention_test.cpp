@@ -378,6 +378,11 @@ TEST_P(AttentionTest, DecodeShapesSplitKv) {
   for (std::int64_t d : {64, 80, 96, 256})
     check({.b = 1, .sq = 2, .skv = 700, .hq = 8, .hkv = 2, .d = d, .in = DType::bf16, .out = DType::bf16, .causal = true,
            .seed = std::uint64_t(203 + d)});
+  // bf16 with 1 to 15 rows per kv head (the dot-product row's P V takes rows 4, 2 and 1 at a time).
+  for (std::int64_t hq : {1, 2, 3, 5, 7})
+    for (std::int64_t sq : {1, 2})
+      check({.b = 1, .sq = sq, .skv = 300, .hq = hq, .hkv = 1, .d = 128, .in = DType::bf16, .out = DType::bf16, .causal = true,
+             .seed = std::uint64_t(470 + 2 * hq + sq)});
 }
 
 TEST_P(AttentionTest, AdditiveMasks) {

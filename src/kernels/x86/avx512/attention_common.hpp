@@ -105,14 +105,15 @@ static inline __m512 sum16(__m512 c0, __m512 c1, __m512 c2, __m512 c3) {
 //   static Vec k(const void* row, int v);       // vector v of a key row
 //   static Vec dot(Vec acc, Vec k, Vec q);      // acc += k . q, lane-wise partial sums
 //   static __m512 sums(Vec acc);                // the partial sums as f32
-template <int NQ, int R, class Dot>
-static void score_keys16(const char* q, std::int64_t q_stride, const void* const* krow, float* s, std::int64_t s_stride) {
+template <int NQ, int R, class Dot, class Prefetch>
+static void score_keys16(const char* q, std::int64_t q_stride, const void* const* krow, float* s, std::int64_t s_stride, Prefetch& pf) {
   using Vec = typename Dot::Vec;
   Vec qv[R][NQ];
   for (int i = 0; i < R; ++i)
     for (int v = 0; v < NQ; ++v) qv[i][v] = Dot::q(q + i * q_stride, v);
   __m512 part[4][R];
   for (int g = 0; g < 4; ++g) {
+    pf.tick();
     Vec acc[R][4];
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < 4; ++j) acc[i][j] = Vec{};
@@ -139,7 +140,13 @@ constexpr std::int64_t kMaxRows = 16;
 // The K and V rows of the block after next, prefetched a few at a time while
 // this block is converted and computed: a burst of prefetches would stall on
 // the fill buffers, and without them the hardware prefetcher, which starts
-// afresh on every page, leaves memory idle while the block is computed. A
+// afresh on every page, leaves memory idle while the block is computed. The
+// decode kernels tick() between keys, a row or two each time (pace spreads
+// the block over the ticks): shares of ~60 lines, one per pass over a few
+// rows, still filled the miss buffers and the core waited on them, so
+// arithmetic and memory took turns instead of overlapping (AMD EPYC, Zen 4,
+// bench attention decode_b1 kv4096, alternating: f32 13 -> 17-18 GB/s at 1
+// thread, 17-23 -> 29-30 at 2; bf16 12.4-12.8 -> 15-16.5 at 1 thread). A
 // row's lines go out together, at offsets known at compile time: a list of
 // every line's address, loaded back one by one, cost ~80 instructions a key.
 // Into L2, not L1: two blocks ahead is 32 KiB of rows at f32 D = 128 (int8
@@ -172,9 +179,23 @@ struct Prefetcher {
     }
   }
   // Issues the next share: `of` shares make up the block.
-  void issue(int share, int of) {
+  void issue(int share, int of) { issue_to(int((std::int64_t(count) * (share + 1) + of - 1) / of)); }
+  // Spreads the block's rows over the next `ticks` calls of tick() (16.16
+  // fixed point: no division per tick).
+  void pace(int ticks) {
+    step = (std::int64_t(count) << 16) / std::max(ticks, 1) + 1;
+    due = std::int64_t(next) << 16;
+  }
+  void tick() {
+    due += step;
+    issue_to(int(due >> 16));
+  }
+
+ private:
+  std::int64_t step = 0, due = 0;
+  void issue_to(int end) {
     int i = next;
-    for (const int end = std::min(count, int((std::int64_t(count) * (share + 1) + of - 1) / of)); i < end; ++i)
+    for (end = std::min(end, count); i < end; ++i)
       for (std::int64_t b = 0; b < (RowBytes > 0 ? RowBytes : row_bytes); b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T1);
     next = i;
   }
@@ -197,18 +218,21 @@ static inline std::int64_t start_block(const AttentionArgs& a, const RowView* vi
 
 // The scores of a block's first n keys (of N, 16 at a time) for every row:
 // row r's at s + r N. Rows go R at a time (q, the sums and a key's vectors
-// in registers), each R issuing a share of the prefetches.
+// in registers), a prefetch tick every four keys.
 template <int NQ, int R, class Dot, int N, class Prefetch>
 static inline void score_block(const char* q, std::int64_t q_stride, std::int64_t rows, const KvRows<N>& block, std::int64_t n,
-                               float* s, Prefetch& pf, int& share, int shares) {
+                               float* s, Prefetch& pf) {
   for (std::int64_t g = 0; g < N / kDecodeKeys && g * kDecodeKeys < n; ++g) {
     std::int64_t r = 0;
-    for (; r + R <= rows; r += R) {
-      pf.issue(share++, shares);
-      score_keys16<NQ, R, Dot>(q + r * q_stride, q_stride, block.k + g * kDecodeKeys, s + r * N + g * kDecodeKeys, N);
-    }
-    for (; r < rows; ++r) score_keys16<NQ, 1, Dot>(q + r * q_stride, q_stride, block.k + g * kDecodeKeys, s + r * N + g * kDecodeKeys, N);
+    for (; r + R <= rows; r += R)
+      score_keys16<NQ, R, Dot>(q + r * q_stride, q_stride, block.k + g * kDecodeKeys, s + r * N + g * kDecodeKeys, N, pf);
+    for (; r < rows; ++r) score_keys16<NQ, 1, Dot>(q + r * q_stride, q_stride, block.k + g * kDecodeKeys, s + r * N + g * kDecodeKeys, N, pf);
   }
+}
+// Its prefetch ticks for a full block.
+template <int R, int N>
+constexpr int score_block_ticks(std::int64_t rows) {
+  return int(4 * (N / kDecodeKeys) * (rows / R + rows % R));
 }
 
 // The end of the keys up to t1 that any of the unit's rows sees: causal,

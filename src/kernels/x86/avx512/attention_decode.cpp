@@ -12,7 +12,7 @@
 // The block's K and V rows come from memory once and from L1 after. bf16
 // rows of whole 64-byte steps are read in place (Bf16Split); others (int8,
 // and bf16 at D = 80) are converted to f32 once per block. The block after
-// next is prefetched in shares between the passes.
+// next is prefetched a few rows at a time between the keys' arithmetic.
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
 
@@ -52,8 +52,8 @@ struct F32Dot {
 
 // o[R][16 NV] = alpha o + p[R][0 : keys] V, o in registers, each V vector
 // loaded once for the R rows. Keys past a row's visible count have p = 0.
-template <int NV, int R, class Rows>
-static void pv_rows(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys) {
+template <int NV, int R, class Rows, class Prefetch>
+static void pv_rows(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys, Prefetch& pf) {
   constexpr std::int64_t dim = 16 * NV;
   __m512 acc[R][NV];
   for (int i = 0; i < R; ++i) {
@@ -61,6 +61,7 @@ static void pv_rows(const float* p, const float* alpha, float* o, const void* co
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(av, _mm512_loadu_ps(o + i * dim + 16 * v));
   }
   for (std::int64_t t = 0; t < keys; ++t) {
+    pf.tick();
     __m512 b[R];
     for (int i = 0; i < R; ++i) b[i] = _mm512_set1_ps(p[i * kDecodeKeys + t]);
     for (int v = 0; v < NV; ++v) {
@@ -73,6 +74,10 @@ static void pv_rows(const float* p, const float* alpha, float* o, const void* co
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + i * dim + 16 * v, acc[i][v]);
 }
 
+// Rows per pass of the scores and P V: two while q for two fits in registers (D <= 128).
+template <int NV>
+constexpr int kPairRows = NV <= 8 ? 2 : 1;
+
 // One block of n <= 16 keys from tb for every row, in three passes — scores,
 // softmax, P V — so that each pass is a run of independent rows the core can
 // overlap, instead of one long dependent chain per row. Rows go in pairs
@@ -82,7 +87,7 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
                          const void* const* krow, const void* const* vrow, std::int64_t tb, std::int64_t n,
                          const float* k_scale, const float* v_scale, Prefetch& pf) {
   constexpr std::int64_t dim = 16 * NV;
-  constexpr int kPair = NV <= 8 ? 2 : 1;
+  constexpr int kPair = kPairRows<NV>;
   const std::int64_t rows = a.rows;
   std::int64_t valid[kMaxRows];
   alignas(64) float s[kMaxRows * kDecodeKeys];
@@ -90,17 +95,12 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   float alpha[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
 
-  // The prefetches go in shares: one before each pair of rows in the two passes over K and V.
-  const int shares = int(2 * ((rows + kPair - 1) / kPair));
-  int share = 0;
   std::int64_t r = 0;
-  for (; r + kPair <= rows; r += kPair) {
-    pf.issue(share++, shares);
+  for (; r + kPair <= rows; r += kPair)
     if (valid[r] > 0 || valid[r + kPair - 1] > 0)
-      score_keys16<NV, kPair, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys);
-  }
+      score_keys16<NV, kPair, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys, pf);
   for (; r < rows; ++r)
-    if (valid[r] > 0) score_keys16<NV, 1, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys);
+    if (valid[r] > 0) score_keys16<NV, 1, F32Dot<Rows>>(reinterpret_cast<const char*>(q + r * dim), 4 * dim, krow, s + r * kDecodeKeys, kDecodeKeys, pf);
 
   for (r = 0; r < rows; ++r) {
     __m512 x = _mm512_load_ps(s + r * kDecodeKeys);
@@ -110,12 +110,11 @@ static void attend_block(const AttentionArgs& a, const RowView* view, const floa
   }
 
   for (r = 0; r + kPair <= rows; r += kPair) {
-    pf.issue(share++, shares);
     const std::int64_t keys = std::max(valid[r], valid[r + kPair - 1]);
-    if (keys > 0) pv_rows<NV, kPair, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, keys);
+    if (keys > 0) pv_rows<NV, kPair, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, keys, pf);
   }
   for (; r < rows; ++r)
-    if (valid[r] > 0) pv_rows<NV, 1, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, valid[r]);
+    if (valid[r] > 0) pv_rows<NV, 1, Rows>(p + r * kDecodeKeys, alpha + r, o + r * dim, vrow, valid[r], pf);
 }
 
 // 16 features of a key or value row of storage type T as f32 (int8: unscaled;
@@ -164,6 +163,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     l[r] = 0.0f;
   }
 
+  // Prefetch ticks per block: a key of the conversion, four keys of the
+  // scores and a key of P V per pass over the rows.
+  const int passes = int(rows / kPairRows<NV> + rows % kPairRows<NV>);
+  const int ticks = (T == DType::f32 || split ? 0 : int(kDecodeKeys)) + passes * int(4 + kDecodeKeys);
   const KvSource& kv = a.kv;
   KvRows<kDecodeKeys> block;
   Prefetcher<row_bytes, kDecodeKeys> pf;
@@ -173,6 +176,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     const std::int64_t n = std::min(kDecodeKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
     pf.add_rows(kv, tb + 2 * kDecodeKeys, std::clamp<std::int64_t>(t_end - tb - 2 * kDecodeKeys, 0, kDecodeKeys));
+    pf.pace(ticks);
     for (std::int64_t i = n; i < kDecodeKeys; ++i) krow[i] = vrow[i] = zero;
     if constexpr (T == DType::f32 || split) {
       std::copy(block.k, block.k + n, krow);
@@ -187,7 +191,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
         }
         krow[i] = kb + i * dim;
         vrow[i] = vb + i * dim;
-        pf.issue(int(i), int(2 * kDecodeKeys));
+        pf.tick();
       }
       alignas(64) float ks[kDecodeKeys] = {}, vs[kDecodeKeys] = {};
       if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);

@@ -49,56 +49,81 @@ struct Bf16Dot {
   static __m512 sums(__m512 acc) { return acc; }
 };
 
-// The block's V rows for vdpbf16ps: for key pair t (keys 2t, 2t + 1) and
-// 32-feature chunk c, vectors out[(t DQ + c) 2 + h] whose 32-bit lane
-// 4i + e holds feature 32c + 8i + 4h + e of both keys (a word unpack within
-// 128-bit lanes).
-template <int DQ>
-static void interleave_v(const void* const* vrow, __m512i* out) {
-  const auto row = [&](std::int64_t i, int c) { return _mm512_loadu_si512(static_cast<const char*>(vrow[i]) + 64 * c); };
-  for (std::int64_t t = 0; t < kBlock / 2; ++t)
-    for (int c = 0; c < DQ; ++c) {
-      const __m512i v0 = row(2 * t, c), v1 = row(2 * t + 1, c);
-      out[(t * DQ + c) * 2] = _mm512_unpacklo_epi16(v0, v1);
-      out[(t * DQ + c) * 2 + 1] = _mm512_unpackhi_epi16(v0, v1);
-    }
-}
-// Where interleave_v's order puts feature d.
-static inline std::int64_t interleaved_at(std::int64_t d) {
-  const std::int64_t c = d / 32, i = d % 32 / 8, h = d % 8 / 4, e = d % 4;
-  return 32 * c + 16 * h + 4 * i + e;
-}
-
-// o[PR rows] = alpha o + P V over `pairs` pairs of keys: p the rows' bf16
-// probabilities (kBlock apart, zero past the visible keys), o in
-// interleave_v's order.
-template <int DQ, int PR>
-static void pv_rows(const std::uint16_t* p, std::int64_t pairs, const __m512i* vi, const float* alpha, float* o) {
+// o[PR rows][features of chunks c0 .. c0 + CP) = alpha o + P V over `pairs`
+// pairs of keys: p the rows' bf16 probabilities (kBlock apart, zero past
+// the visible keys), o in pair order (pair_order). vdpbf16ps multiplies
+// pairs of adjacent words, so each 32-feature chunk of two keys' V rows is
+// interleaved in registers, a word unpack within 128-bit lanes: lane 4i + e
+// of the low unpack holds feature 8i + e of both keys, of the high one
+// 8i + 4 + e. PR rows share each unpack; writing the interleaved block out
+// once and reading it back per row pair instead cost a quarter of the
+// kernel (stores, and a scratch that evicted the block from L1).
+template <int DQ, int PR, int CP, class Prefetch>
+static void pv_chunks(const std::uint16_t* p, std::int64_t pairs, const void* const* vrow, int c0, const float* alpha, float* o,
+                      Prefetch& pf) {
   constexpr std::int64_t dim = 32 * DQ;
-  __m512 acc[PR][2 * DQ];
+  __m512 acc[PR][2 * CP];
   for (int r = 0; r < PR; ++r)
-    for (int i = 0; i < 2 * DQ; ++i) acc[r][i] = _mm512_mul_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(o + r * dim + 16 * i));
+    for (int i = 0; i < 2 * CP; ++i) acc[r][i] = _mm512_mul_ps(_mm512_set1_ps(alpha[r]), _mm512_loadu_ps(o + r * dim + 32 * c0 + 16 * i));
   for (std::int64_t t = 0; t < pairs; ++t) {
+    pf.tick();
     __m512i pair[PR];
     for (int r = 0; r < PR; ++r) {
       std::int32_t bits;
       std::memcpy(&bits, p + r * kBlock + 2 * t, sizeof(bits));
       pair[r] = _mm512_set1_epi32(bits);
     }
-    for (int i = 0; i < 2 * DQ; ++i) {
-      const __m512i v = _mm512_load_si512(vi + t * 2 * DQ + i);
-      for (int r = 0; r < PR; ++r) acc[r][i] = _mm512_dpbf16_ps(acc[r][i], (__m512bh)v, (__m512bh)pair[r]);
+    const char* v0 = static_cast<const char*>(vrow[2 * t]) + 64 * c0;
+    const char* v1 = static_cast<const char*>(vrow[2 * t + 1]) + 64 * c0;
+    for (int c = 0; c < CP; ++c) {
+      const __m512i a0 = _mm512_loadu_si512(v0 + 64 * c), a1 = _mm512_loadu_si512(v1 + 64 * c);
+      const __m512i lo = _mm512_unpacklo_epi16(a0, a1), hi = _mm512_unpackhi_epi16(a0, a1);
+      for (int r = 0; r < PR; ++r) {
+        acc[r][2 * c] = _mm512_dpbf16_ps(acc[r][2 * c], (__m512bh)lo, (__m512bh)pair[r]);
+        acc[r][2 * c + 1] = _mm512_dpbf16_ps(acc[r][2 * c + 1], (__m512bh)hi, (__m512bh)pair[r]);
+      }
     }
   }
   for (int r = 0; r < PR; ++r)
-    for (int i = 0; i < 2 * DQ; ++i) _mm512_storeu_ps(o + r * dim + 16 * i, acc[r][i]);
+    for (int i = 0; i < 2 * CP; ++i) _mm512_storeu_ps(o + r * dim + 32 * c0 + 16 * i, acc[r][i]);
+}
+// Where pv_chunks puts feature d.
+static inline std::int64_t pair_order(std::int64_t d) {
+  const std::int64_t c = d / 32, i = d % 32 / 8, h = d % 8 / 4, e = d % 4;
+  return 32 * c + 16 * h + 4 * i + e;
+}
+
+// P V for PR rows from r over all chunks, CP at a time: the most chunks
+// whose sums fit 16 registers with the rows'.
+template <int DQ, int PR>
+constexpr int kChunksPerPass = 8 / PR >= DQ ? DQ : (DQ % 2 == 0 && 8 / PR >= 2 ? 2 : 1);
+template <int DQ, int PR, class Prefetch>
+static void pv_rows(const std::uint16_t* p, const std::int64_t* valid, const void* const* vrow, const float* alpha, float* o,
+                    Prefetch& pf) {
+  constexpr int CP = kChunksPerPass<DQ, PR>;
+  std::int64_t keys = 0;
+  for (int r = 0; r < PR; ++r) keys = std::max(keys, valid[r]);
+  if (keys == 0) return;  // alpha is 1
+  for (int c = 0; c < DQ; c += CP) pv_chunks<DQ, PR, CP>(p, (keys + 1) / 2, vrow, c, alpha, o, pf);
+}
+
+// Rows per P V pass (4, 2 or 1) while `left` remain, and the prefetch
+// ticks of all rows' passes over a full block.
+static inline int pv_pass_rows(std::int64_t left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+template <int DQ>
+static int pv_ticks(std::int64_t rows) {
+  int ticks = 0;
+  for (std::int64_t r = 0; r < rows; r += pv_pass_rows(rows - r)) {
+    const int pr = pv_pass_rows(rows - r);
+    ticks += int(kBlock / 2) * DQ / (pr == 4 ? kChunksPerPass<DQ, 4> : pr == 2 ? kChunksPerPass<DQ, 2> : kChunksPerPass<DQ, 1>);
+  }
+  return ticks;
 }
 
 template <int DQ>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   constexpr std::int64_t dim = 32 * DQ, row_bytes = 2 * dim;
   constexpr int R = DQ <= 2 ? 4 : 2;   // rows per score pass: q, the sums and a key's vectors in registers
-  constexpr int PR = DQ <= 4 ? 2 : 1;  // rows per P V pass: their sums in registers
   const std::int64_t rows = a.rows;
   RowView view[kMaxRows];
   const std::int64_t t_end = decode_views(a, t1, view);
@@ -125,16 +150,13 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   KvRows<kBlock> block;
   Prefetcher<row_bytes, kBlock> pf;
   alignas(64) float s[kMaxRows * kBlock];
-  alignas(64) __m512i vi[kBlock * DQ];  // per pair of keys, 2 DQ vectors
   float alpha[kMaxRows];
-  const int chunks = int((rows + R - 1) / R), shares = kGroups * chunks + 1 + int((rows + PR - 1) / PR);
+  const int ticks = score_block_ticks<R, kBlock>(rows) + pv_ticks<DQ>(rows);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
     std::int64_t valid[kMaxRows];
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
-    int share = 0;
-    score_block<DQ, R, Bf16Dot>(reinterpret_cast<const char*>(qb), 2 * dim, rows, block, n, s, pf, share, shares);
-    interleave_v<DQ>(block.v, vi);
-    pf.issue(share++, shares);
+    pf.pace(ticks);
+    score_block<DQ, R, Bf16Dot>(reinterpret_cast<const char*>(qb), 2 * dim, rows, block, n, s, pf);
 
     const int groups = int((n + kDecodeKeys - 1) / kDecodeKeys);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -143,18 +165,17 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha[r]);
       for (int g = 0; g < kGroups; g += 2) _mm512_storeu_si512(pb + r * kBlock + 16 * g, to_bf16x2(x[g], x[g + 1]));
     }
-    std::int64_t r = 0;
-    for (; r + PR <= rows; r += PR) {
-      pf.issue(share++, shares);
-      const std::int64_t keys = PR == 2 ? std::max(valid[r], valid[r + PR - 1]) : valid[r];
-      if (keys > 0) pv_rows<DQ, PR>(pb + r * kBlock, (keys + 1) / 2, vi, alpha + r, o + r * dim);  // else alpha is 1
+    for (std::int64_t r = 0; r < rows;) {
+      const int pr = pv_pass_rows(rows - r);
+      const auto pv = pr == 4 ? pv_rows<DQ, 4, decltype(pf)> : pr == 2 ? pv_rows<DQ, 2, decltype(pf)> : pv_rows<DQ, 1, decltype(pf)>;
+      pv(pb + r * kBlock, valid + r, block.v, alpha + r, o + r * dim, pf);
+      r += pr;
     }
-    for (; r < rows; ++r) pv_rows<DQ, 1>(pb + r * kBlock, (valid[r] + 1) / 2, vi, alpha + r, o + r * dim);
     pf.issue(0, 1);  // whatever is left
   }
 
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t d = 0; d < dim; ++d) ordered[r * dim + d] = o[r * dim + interleaved_at(d)];
+    for (std::int64_t d = 0; d < dim; ++d) ordered[r * dim + d] = o[r * dim + pair_order(d)];
   finish_rows(a, out, ordered, dim, m, l);
 }
 

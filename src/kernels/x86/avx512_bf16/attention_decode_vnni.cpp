@@ -104,11 +104,12 @@ static void interleave_v(const void* const* vrow, __m512i* out) {
 // o = alpha o + pscale (pq V) for one row: pq the block's uint8
 // probabilities (zero past the visible keys), `quads` groups of four keys;
 // o in interleave_v's order.
-template <int DQ>
-static void pv_row(const std::uint8_t* pq, std::int64_t quads, const __m512i* vi, float alpha, float pscale, float* o) {
+template <int DQ, class Prefetch>
+static void pv_row(const std::uint8_t* pq, std::int64_t quads, const __m512i* vi, float alpha, float pscale, float* o, Prefetch& pf) {
   __m512i acc[4 * DQ];
   for (int i = 0; i < 4 * DQ; ++i) acc[i] = _mm512_setzero_si512();
   for (std::int64_t g = 0; g < quads; ++g) {
+    pf.tick();
     std::int32_t four;
     std::memcpy(&four, pq + 4 * g, 4);
     const __m512i p = _mm512_set1_epi32(four);
@@ -152,20 +153,18 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   Prefetcher<dim, kBlock> pf;
   alignas(64) float s[kMaxRows * kBlock];
   alignas(64) __m512i vi[kBlock * DQ];  // per quad of keys, 4 DQ vectors
-  const int chunks = int((rows + R - 1) / R), shares = kGroups * chunks + 1 + int(rows);
+  const int ticks = avx512::score_block_ticks<R, kBlock>(rows) + int(rows * kBlock / 4);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
     std::int64_t valid[kMaxRows];
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
     for (std::int64_t i = n; i < kBlock; ++i) block.k_scale[i] = block.v_scale[i] = 0.0f;
-    int share = 0;
-    score_block<DQ, R, Int8Dot>(reinterpret_cast<const char*>(q8), dim, rows, block, n, s, pf, share, shares);
+    pf.pace(ticks);
+    score_block<DQ, R, Int8Dot>(reinterpret_cast<const char*>(q8), dim, rows, block, n, s, pf);
     for (int g = 0; g < kGroups && g * kDecodeKeys < n; ++g) interleave_v<DQ>(block.v + g * kDecodeKeys, vi + g * kDecodeKeys * DQ);
-    pf.issue(share++, shares);
 
     const int groups = int((n + kDecodeKeys - 1) / kDecodeKeys);
     const std::int64_t quads = (n + 3) / 4;
     for (std::int64_t r = 0; r < rows; ++r) {
-      pf.issue(share++, shares);
       __m512 x[kGroups];
       const __m512 offset = _mm512_set1_ps(128.0f * float(qsum[r])), qs = _mm512_set1_ps(qscale[r]);
       for (int g = 0; g < kGroups; ++g)
@@ -186,7 +185,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       alignas(64) std::uint8_t pq[kBlock];
       for (int g = 0; g < kGroups; ++g)
         _mm_store_si128(reinterpret_cast<__m128i*>(pq + 16 * g), _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
-      pv_row<DQ>(pq, quads, vi, alpha, pmax / 255.0f, o + r * dim);
+      pv_row<DQ>(pq, quads, vi, alpha, pmax / 255.0f, o + r * dim, pf);
     }
     pf.issue(0, 1);  // whatever is left
   }
