@@ -467,7 +467,7 @@ class PagedAttentionPlan final : public Plan {
       const std::int64_t lse_off = out.size() == 2 ? b * outputs_[1].strides[0] : 0;
       for (std::int64_t h = 0; h < hkv; ++h) {
         Unit u = query_unit(attrs_, in, out, b * q.strides[0], b * o.strides[0], lse_off, h, group, sq, *length);
-        const std::int64_t head = h * c.block_size;
+        const std::int64_t head = h * c.num_blocks * c.block_size;  // the head's first slot
         u.args.kv = {.dtype = c.dtype,
                      .k = at(cache_->k_pool(), c.dtype, head * dim),
                      .v = at(cache_->v_pool(), c.dtype, head * dim),
@@ -475,10 +475,10 @@ class PagedAttentionPlan final : public Plan {
                      .v_token_stride = dim,
                      .block_table = table,
                      .block_size = c.block_size,
-                     .block_stride = hkv * c.block_size * dim,
+                     .block_stride = c.block_size * dim,
                      .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
                      .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
-                     .scale_block_stride = hkv * c.block_size};
+                     .scale_block_stride = c.block_size};
         units.push_back(u);
       }
     }

@@ -22,7 +22,7 @@ Result<std::shared_ptr<KvCache>> KvCache::create(const KvCacheConfig& c) {
   if (c.head_dim <= 0) return Status::invalid_argument(fmt::format("head_dim: {} is not positive", c.head_dim));
   if (c.dtype != DType::f32 && c.dtype != DType::bf16 && c.dtype != DType::i8)
     return Status::invalid_argument(fmt::format("dtype: {} is not f32, bf16 or i8", to_string(c.dtype)));
-  const Shape shape{c.num_blocks, c.kv_heads, c.block_size, c.head_dim};
+  const Shape shape{c.kv_heads, c.num_blocks, c.block_size, c.head_dim};
   TESSERA_ASSIGN_OR_RETURN(Tensor k, Tensor::empty(c.dtype, shape));
   TESSERA_ASSIGN_OR_RETURN(Tensor v, Tensor::empty(c.dtype, shape));
   std::shared_ptr<KvCache> cache(new KvCache(c, std::move(k), std::move(v)));
@@ -98,7 +98,7 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
   for (std::int64_t t = 0; t < tokens; ++t) {
     const std::int64_t pos = s.length + t, block = s.blocks[std::size_t(pos / bs)];
     for (std::int64_t h = 0; h < c.kv_heads; ++h) {
-      const std::int64_t slot = (block * c.kv_heads + h) * bs + pos % bs;
+      const std::int64_t slot = (h * c.num_blocks + block) * bs + pos % bs;
       for (const auto& [src, dst, scales] : {std::tuple{&k, &k_, &k_scales_}, std::tuple{&v, &v_, &v_scales_}}) {
         const std::int64_t at = t * src->strides()[0] + h * src->strides()[1], step = src->strides()[2];
         if (src->dtype() == c.dtype && (step == 1 || dim == 1)) {  // a plain copy of the row

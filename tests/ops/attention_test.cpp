@@ -583,7 +583,7 @@ INSTANTIATE_TEST_SUITE_P(Isa, AttentionTest, ::testing::ValuesIn(isa_levels()), 
 float stored(const KvCache& cache, bool value_pool, const std::vector<std::int32_t>& table, std::int64_t t, std::int64_t h,
              std::int64_t e) {
   const KvCacheConfig& c = cache.config();
-  const std::int64_t row = (std::int64_t(table[t / c.block_size]) * c.kv_heads + h) * c.block_size + t % c.block_size;
+  const std::int64_t row = (h * c.num_blocks + table[t / c.block_size]) * c.block_size + t % c.block_size;
   const void* pool = value_pool ? cache.v_pool() : cache.k_pool();
   if (c.dtype == DType::i8) {
     const float* scales = value_pool ? cache.v_scales() : cache.k_scales();
@@ -629,7 +629,7 @@ void expect_stored(const KvCache& cache, std::int32_t seq, bool value_pool, cons
       }
       if (c.dtype == DType::i8) {
         const float* scales = value_pool ? cache.v_scales() : cache.k_scales();
-        const std::int64_t row = (std::int64_t(table[t / c.block_size]) * c.kv_heads + h) * c.block_size + t % c.block_size;
+        const std::int64_t row = (h * c.num_blocks + table[t / c.block_size]) * c.block_size + t % c.block_size;
         if (std::fabs(scales[row] - max_abs / 127.0f) > 1e-6f * max_abs && mismatches++ == 0)
           first = fmt::format("token {} head {}: scale {} for max|x| {}", t, h, scales[row], max_abs);
       }
