@@ -879,10 +879,11 @@ class PagedAttentionTest : public IsaTest {
   // that holds its Sq new tokens) in a cache of `cache_dt`; q rows name them
   // out of order. Compares o and lse with the reference on the K/V that were
   // appended; for an f32 cache also with the contiguous Attention op.
-  void check(DType cache_dt, std::int64_t block_size, std::int64_t sq, DType q_dt, bool causal, std::uint64_t seed) {
-    SCOPED_TRACE(fmt::format("cache {} block_size {} Sq={} q {} causal={}", to_string(cache_dt), block_size, sq,
-                             to_string(q_dt), causal));
-    const std::int64_t hq = 8, hkv = 2, d = 64;
+  void check(DType cache_dt, std::int64_t block_size, std::int64_t sq, DType q_dt, bool causal, std::uint64_t seed,
+             std::int64_t hq = 8) {
+    SCOPED_TRACE(fmt::format("cache {} block_size {} Sq={} q {} causal={} Hq={}", to_string(cache_dt), block_size, sq,
+                             to_string(q_dt), causal, hq));
+    const std::int64_t hkv = 2, d = 64;
     const std::vector<std::int64_t> lengths = {sq, 17, 300};
     auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, block_size) + 2, .block_size = block_size,
                                                .kv_heads = hkv, .head_dim = d, .dtype = cache_dt}));
@@ -928,6 +929,10 @@ TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
   check(DType::bf16, 16, 4, DType::bf16, true, seed += 10);
   check(DType::f32, 16, 4, DType::f32, false, seed += 10);
   check(DType::i8, 32, 4, DType::f32, false, seed += 10);
+  // 1 to 6 rows per kv head: the VNNI and bf16 dot-product rows' P V takes rows 4, 2 and 1 at a time.
+  for (DType cache_dt : {DType::bf16, DType::i8})
+    for (std::int64_t hq : {2, 6})
+      for (std::int64_t sq : {1, 2}) check(cache_dt, 16, sq, DType::f32, true, seed += 10, hq);
 }
 
 TEST_P(PagedAttentionTest, LongSequenceDecode) {
