@@ -52,14 +52,15 @@ struct GemmOptions {
 
 // Tessera's Linear on weights packed (f32, bf16) or quantized (int8, int4)
 // from the case's f32 weights [K, N]; with `fused`, the epilogue of an FFN
-// projection rides along: c = silu(a x w + bias) + residual. int8 quantizes
-// A per token (W8A8); int4 is weight-only unless `w4a8` asks the same.
+// projection rides along: c = silu(a x w + bias) + residual. With
+// `quantize_a`, A is quantized per token (W8A8, W4A8); else the weights
+// alone are quantized (weight-only int8, int4).
 class TesseraGemm final : public GemmImpl {
   using WeightsPtr = ops::WeightsPtr;
 
  public:
-  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn, bool fused = false, bool w4a8 = false)
-      : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)), fused_(fused), w4a8_(w4a8) {}
+  TesseraGemm(Contexts& contexts, GemmType type, Tensor w_kn, bool fused, bool quantize_a)
+      : contexts_(contexts), type_(type), w_kn_(std::move(w_kn)), fused_(fused), quantize_a_(quantize_a) {}
 
   Status prepare(int threads, std::int64_t m, std::int64_t cold_bytes) override {
     plans_.clear();
@@ -89,7 +90,7 @@ class TesseraGemm final : public GemmImpl {
       inputs_.push_back(bias);
       inputs_.push_back(residual);
     }
-    const ops::LinearOptions options{.quantize_activations = type_ == GemmType::int8 || w4a8_};
+    const ops::LinearOptions options{.quantize_activations = quantize_a_};
     for (const WeightsPtr& w : weights_) {
       TESSERA_ASSIGN_OR_RETURN(ops::PlanPtr plan, ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), epilogue, options));
       plans_.push_back(std::move(plan));
@@ -118,7 +119,7 @@ class TesseraGemm final : public GemmImpl {
   Contexts& contexts_;
   GemmType type_;
   Tensor w_kn_;
-  bool fused_, w4a8_;
+  bool fused_, quantize_a_;
   std::vector<WeightsPtr> weights_;  // distinct copies, each packed on its own
   Tensor a_, c_;
   std::vector<Tensor> inputs_;  // a, [bias, residual]
@@ -139,16 +140,20 @@ struct Entry {
 
 std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor& w) {
   std::vector<Entry> entries;
-  entries.push_back({"tessera", type, std::make_unique<TesseraGemm>(contexts, type, w)});
+  const bool w8a8 = type == GemmType::int8;  // int8's main row quantizes A too, as oneDNN's does
+  entries.push_back({"tessera", type, std::make_unique<TesseraGemm>(contexts, type, w, false, w8a8)});
   // No peer has an int4 GEMM; int4 is measured against Tessera's own f32
   // where it is meant to win, the weight-bound rows.
   // And W4A8: A quantized per token, integer dot products.
   if (type == GemmType::int4) {
-    entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w), true});
+    entries.push_back({"tessera_f32", GemmType::f32, std::make_unique<TesseraGemm>(contexts, GemmType::f32, w, false, false), true});
     entries.push_back({"tessera_w4a8", type, std::make_unique<TesseraGemm>(contexts, type, w, false, true)});
   }
+  // Weight-only int8 (f32 A), against W8A8.
+  if (type == GemmType::int8)
+    entries.push_back({"tessera_w8", type, std::make_unique<TesseraGemm>(contexts, type, w, false, false)});
   // The fused epilogue's cost is judged where the GEMM is compute-bound.
-  entries.push_back({"tessera_epilogue", type, std::make_unique<TesseraGemm>(contexts, type, w, true), false, true});
+  entries.push_back({"tessera_epilogue", type, std::make_unique<TesseraGemm>(contexts, type, w, true, w8a8), false, true});
   [[maybe_unused]] auto add_peer = [&](std::string impl, Result<std::unique_ptr<GemmImpl>> peer) {
     if (peer.ok())
       entries.push_back({std::move(impl), type, std::move(peer).value()});
@@ -199,12 +204,12 @@ struct Case {
 };
 
 // Tessera's speed against the fastest other implementation of its case; the
-// fused-epilogue row against the bare GEMM (below 1: what the epilogue costs)
-// and W4A8 against weight-only int4.
+// fused-epilogue row against the bare GEMM (below 1: what the epilogue costs),
+// W4A8 against weight-only int4 and weight-only int8 against W8A8.
 void add_ratio(std::vector<Row>& rows) {
-  bench::add_ratio(rows, "tessera", [](std::string_view impl) { return impl != "tessera_epilogue" && impl != "tessera_w4a8"; });
-  for (std::string_view variant : {"tessera_epilogue", "tessera_w4a8"})
-    bench::add_ratio(rows, variant, [](std::string_view impl) { return impl == "tessera"; });
+  constexpr std::string_view kVariants[] = {"tessera_epilogue", "tessera_w4a8", "tessera_w8"};
+  bench::add_ratio(rows, "tessera", [&](std::string_view impl) { return std::ranges::find(kVariants, impl) == std::end(kVariants); });
+  for (std::string_view variant : kVariants) bench::add_ratio(rows, variant, [](std::string_view impl) { return impl == "tessera"; });
 }
 
 void run_case(std::vector<Entry>& entries, const Case& c, const Run& run) {
@@ -268,7 +273,8 @@ void print_header(const Run& run, Context& ctx) {
              hw::to_string(ctx.isa()));
 #if TESSERA_HAVE_ONEDNN
   fmt::print("peer: {}\n", bench::onednn_version());
-  fmt::print("     int8: Tessera quantizes A inside the timed call (W8A8); oneDNN is given u8 A ready-made\n");
+  fmt::print("     int8: Tessera quantizes A inside the timed call (W8A8; tessera_w8: weight-only, f32 A); oneDNN is given u8 A "
+             "ready-made\n");
 #endif
 #if TESSERA_HAVE_OPENBLAS
   fmt::print("peer: {}\n", bench::openblas_version());
