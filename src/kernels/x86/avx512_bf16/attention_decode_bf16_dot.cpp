@@ -9,10 +9,10 @@
 //      partial vectors of a key summed into one score by the shuffle tree;
 //   2. the online softmax (shared with the f32 kernel);
 //   3. P V: each row's probabilities rounded to bf16, a pair of keys per
-//      32-bit broadcast, against V rows interleaved two keys to a 32-bit
-//      lane (one word unpack per 32 features and pair of keys, once per
-//      block for all rows).
-// The row sums live in the interleaved order of features (interleave_v) and
+//      32-bit broadcast, against the pair's V rows interleaved two keys to
+//      a 32-bit lane in registers (one word unpack per 32 features, shared
+//      by up to 4 rows).
+// The row sums live in the interleaved order of features (pair_order) and
 // are put back in order once, at the end. Numerics: q and P rounded to bf16,
 // as the bf16 flash kernels do: within the bf16 attention tolerance.
 #include <cstring>
