@@ -14,10 +14,11 @@
 //      the keys' scales;
 //   3. P V: each row's probabilities times the values' scales, quantized to
 //      uint8 against the block's largest (so the largest is exact), against
-//      V rows interleaved four keys to a 32-bit lane, one vpdpbusd per 64
-//      dims and four keys; the block's i32 sums join the f32 row sums.
-// The row sums live in the interleaved order of dims (see interleave_v) and
-// are put back in order once, at the end. Numerics: see
+//      V rows interleaved four keys to a 32-bit lane in registers (shared by
+//      up to 4 rows), one vpdpbusd per 64 dims and four keys; the block's
+//      i32 sums join the f32 row sums.
+// The row sums live in the interleaved order of dims (quad_order) and are
+// put back in order once, at the end. Numerics: see
 // tolerance_for_int8_kv_cache (compare.hpp).
 #include <cstring>
 
@@ -81,47 +82,88 @@ struct Int8Dot {
   static __m512 sums(__m512i acc) { return _mm512_cvtepi32_ps(acc); }
 };
 
-// The block's V rows for vpdpbusd: for quad g (keys 4g .. 4g + 3) and 64-dim
-// chunk c, vectors out[(g DQ + c) 4 + j] whose 32-bit lane 4L + p holds dim
-// 64c + 16L + 4j + p of the quad's four keys, a byte each (two rounds of
-// byte, then word, unpacking within 128-bit lanes).
-template <int DQ>
-static void interleave_v(const void* const* vrow, __m512i* out) {
-  const auto row = [&](int i, int c) { return _mm512_loadu_si512(static_cast<const char*>(vrow[i]) + 64 * c); };
-  for (int g = 0; g < 4; ++g)
-    for (int c = 0; c < DQ; ++c) {
-      const __m512i v0 = row(4 * g, c), v1 = row(4 * g + 1, c), v2 = row(4 * g + 2, c), v3 = row(4 * g + 3, c);
-      const __m512i lo01 = _mm512_unpacklo_epi8(v0, v1), hi01 = _mm512_unpackhi_epi8(v0, v1);
-      const __m512i lo23 = _mm512_unpacklo_epi8(v2, v3), hi23 = _mm512_unpackhi_epi8(v2, v3);
-      __m512i* o = out + (g * DQ + c) * 4;
-      o[0] = _mm512_unpacklo_epi16(lo01, lo23);
-      o[1] = _mm512_unpackhi_epi16(lo01, lo23);
-      o[2] = _mm512_unpacklo_epi16(hi01, hi23);
-      o[3] = _mm512_unpackhi_epi16(hi01, hi23);
-    }
-}
-
-// o = alpha o + pscale (pq V) for one row: pq the block's uint8
-// probabilities (zero past the visible keys), `quads` groups of four keys;
-// o in interleave_v's order.
-template <int DQ, class Prefetch>
-static void pv_row(const std::uint8_t* pq, std::int64_t quads, const __m512i* vi, float alpha, float pscale, float* o, Prefetch& pf) {
-  __m512i acc[4 * DQ];
-  for (int i = 0; i < 4 * DQ; ++i) acc[i] = _mm512_setzero_si512();
-  for (std::int64_t g = 0; g < quads; ++g) {
-    pf.tick();
-    std::int32_t four;
-    std::memcpy(&four, pq + 4 * g, 4);
-    const __m512i p = _mm512_set1_epi32(four);
-    for (int i = 0; i < 4 * DQ; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], p, vi[g * 4 * DQ + i]);
-  }
-  const __m512 av = _mm512_set1_ps(alpha), ps = _mm512_set1_ps(pscale);
-  for (int i = 0; i < 4 * DQ; ++i)
-    _mm512_storeu_ps(o + 16 * i, _mm512_fmadd_ps(ps, _mm512_cvtepi32_ps(acc[i]), _mm512_mul_ps(av, _mm512_loadu_ps(o + 16 * i))));
-}
-
 constexpr std::int64_t kBlock = 4 * kDecodeKeys;  // keys per block
 constexpr int kGroups = int(kBlock / kDecodeKeys);
+
+// o[PR rows][dims of chunks c0 .. c0 + CP) = alpha o + pscale (pq V) over
+// `quads` groups of four keys: pq the rows' uint8 probabilities (kBlock
+// apart, zero past the visible keys), o in quad order (quad_order).
+// vpdpbusd sums four adjacent bytes, so each 64-dim chunk of a quad's four
+// V rows is interleaved in registers, two rounds of unpacking within 128-bit
+// lanes (bytes, then words): lane 4L + p of vector j holds dim 16L + 4j + p
+// of the four keys. PR rows share each unpack; writing the interleaved
+// block out once and reading it back per row cost two stores and eight
+// loads a key (int8 kv4096 from L3, 1 thread: 13-14 -> 18-19 GB/s; from
+// memory within noise, 15-16 both).
+template <int DQ, int PR, int CP, class Prefetch>
+static void pv_quads(const std::uint8_t* pq, std::int64_t quads, const void* const* vrow, int c0, const float* alpha,
+                     const float* pscale, float* o, Prefetch& pf) {
+  constexpr std::int64_t dim = 64 * DQ;
+  __m512i acc[PR][4 * CP];
+  for (int r = 0; r < PR; ++r)
+    for (int i = 0; i < 4 * CP; ++i) acc[r][i] = _mm512_setzero_si512();
+  // A prefetch tick every two quads: between single quads, GCC kept the
+  // sums in memory around the tick's loop, 16 stores a quad.
+  for (std::int64_t g0 = 0; g0 < quads; g0 += 2) {
+    pf.tick();
+    for (std::int64_t g = g0; g < std::min(g0 + 2, quads); ++g) {
+      __m512i p[PR];
+      for (int r = 0; r < PR; ++r) {
+        std::int32_t four;
+        std::memcpy(&four, pq + r * kBlock + 4 * g, 4);
+        p[r] = _mm512_set1_epi32(four);
+      }
+      for (int c = 0; c < CP; ++c) {
+        const auto row = [&](int i) { return _mm512_loadu_si512(static_cast<const char*>(vrow[4 * g + i]) + 64 * (c0 + c)); };
+        const __m512i v0 = row(0), v1 = row(1), v2 = row(2), v3 = row(3);
+        const __m512i lo01 = _mm512_unpacklo_epi8(v0, v1), hi01 = _mm512_unpackhi_epi8(v0, v1);
+        const __m512i lo23 = _mm512_unpacklo_epi8(v2, v3), hi23 = _mm512_unpackhi_epi8(v2, v3);
+        const __m512i x0 = _mm512_unpacklo_epi16(lo01, lo23), x1 = _mm512_unpackhi_epi16(lo01, lo23);
+        const __m512i x2 = _mm512_unpacklo_epi16(hi01, hi23), x3 = _mm512_unpackhi_epi16(hi01, hi23);
+        for (int r = 0; r < PR; ++r) {
+          acc[r][4 * c] = _mm512_dpbusd_epi32(acc[r][4 * c], p[r], x0);
+          acc[r][4 * c + 1] = _mm512_dpbusd_epi32(acc[r][4 * c + 1], p[r], x1);
+          acc[r][4 * c + 2] = _mm512_dpbusd_epi32(acc[r][4 * c + 2], p[r], x2);
+          acc[r][4 * c + 3] = _mm512_dpbusd_epi32(acc[r][4 * c + 3], p[r], x3);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < PR; ++r) {
+    const __m512 av = _mm512_set1_ps(alpha[r]), ps = _mm512_set1_ps(pscale[r]);
+    float* orow = o + r * dim + 64 * c0;
+    for (int i = 0; i < 4 * CP; ++i)
+      _mm512_storeu_ps(orow + 16 * i, _mm512_fmadd_ps(ps, _mm512_cvtepi32_ps(acc[r][i]), _mm512_mul_ps(av, _mm512_loadu_ps(orow + 16 * i))));
+  }
+}
+// Where pv_quads puts dim d: in chunk c, vector j, lane 4L + p for dim 64c + 16L + 4j + p.
+static inline std::int64_t quad_order(std::int64_t d) {
+  const std::int64_t c = d / 64, lane_group = d % 64 / 16, j = d % 16 / 4, p = d % 4;
+  return 64 * c + 16 * j + 4 * lane_group + p;
+}
+
+// P V for PR rows over all chunks, CP at a time: the most chunks whose sums
+// fit 16 registers with the rows'.
+template <int DQ, int PR>
+constexpr int kChunksPerPass = 4 / PR >= DQ ? DQ : 4 / PR >= 2 && DQ % 2 == 0 ? 2 : 1;
+template <int DQ, int PR, class Prefetch>
+static void pv_rows(const std::uint8_t* pq, std::int64_t quads, const void* const* vrow, const float* alpha, const float* pscale,
+                    float* o, Prefetch& pf) {
+  constexpr int CP = kChunksPerPass<DQ, PR>;
+  for (int c = 0; c < DQ; c += CP) pv_quads<DQ, PR, CP>(pq, quads, vrow, c, alpha, pscale, o, pf);
+}
+// Rows per P V pass (4, 2 or 1) while `left` remain, and the prefetch
+// ticks of all rows' passes over a full block.
+static inline int pv_pass_rows(std::int64_t left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+template <int DQ>
+static int pv_ticks(std::int64_t rows) {
+  int ticks = 0;
+  for (std::int64_t r = 0; r < rows; r += pv_pass_rows(rows - r)) {
+    const int pr = pv_pass_rows(rows - r);
+    ticks += int(kBlock / 8) * DQ / (pr == 4 ? kChunksPerPass<DQ, 4> : pr == 2 ? kChunksPerPass<DQ, 2> : kChunksPerPass<DQ, 1>);
+  }
+  return ticks;
+}
 
 template <int DQ>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
@@ -152,18 +194,18 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   KvRows<kBlock> block;
   Prefetcher<dim, kBlock> pf;
   alignas(64) float s[kMaxRows * kBlock];
-  alignas(64) __m512i vi[kBlock * DQ];  // per quad of keys, 4 DQ vectors
-  const int ticks = avx512::score_block_ticks<R, kBlock>(rows) + int(rows * kBlock / 4);
+  const int ticks = avx512::score_block_ticks<R, kBlock>(rows) + pv_ticks<DQ>(rows);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
     std::int64_t valid[kMaxRows];
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
     for (std::int64_t i = n; i < kBlock; ++i) block.k_scale[i] = block.v_scale[i] = 0.0f;
     pf.pace(ticks);
     score_block<DQ, R, Int8Dot>(reinterpret_cast<const char*>(q8), dim, rows, block, n, s, pf);
-    for (int g = 0; g < kGroups && g * kDecodeKeys < n; ++g) interleave_v<DQ>(block.v + g * kDecodeKeys, vi + g * kDecodeKeys * DQ);
 
     const int groups = int((n + kDecodeKeys - 1) / kDecodeKeys);
-    const std::int64_t quads = (n + 3) / 4;
+    alignas(64) std::uint8_t pq[kMaxRows * kBlock];
+    float alpha[kMaxRows], pscale[kMaxRows];
+    std::int64_t quads = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
       __m512 x[kGroups];
       const __m512 offset = _mm512_set1_ps(128.0f * float(qsum[r])), qs = _mm512_set1_ps(qscale[r]);
@@ -171,31 +213,30 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
         x[g] = g < groups ? _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_load_ps(s + r * kBlock + 16 * g), offset), qs),
                                           _mm512_loadu_ps(block.k_scale + 16 * g))
                           : _mm512_set1_ps(kNegInf);
-      float alpha;
-      softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha);
+      softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha[r]);
       __m512 pmax_v = _mm512_setzero_ps();
       for (int g = 0; g < kGroups; ++g) pmax_v = _mm512_max_ps(pmax_v, x[g] = _mm512_mul_ps(x[g], _mm512_loadu_ps(block.v_scale + 16 * g)));
       const float pmax = _mm512_reduce_max_ps(pmax_v);
-      if (!(pmax > 0.0f)) {  // nothing to add (a NaN row has NaN l already)
-        if (alpha != 1.0f)
-          for (std::int64_t d = 0; d < dim; ++d) o[r * dim + d] *= alpha;
-        continue;
-      }
-      const __m512 to_steps = _mm512_set1_ps(255.0f / pmax);
-      alignas(64) std::uint8_t pq[kBlock];
+      // Nothing to add where pmax is 0 (or NaN: the row's l is NaN already): P = 0, so o = alpha o.
+      const bool adds = pmax > 0.0f;
+      pscale[r] = adds ? pmax / 255.0f : 0.0f;
+      const __m512 to_steps = _mm512_set1_ps(adds ? 255.0f / pmax : 0.0f);
       for (int g = 0; g < kGroups; ++g)
-        _mm_store_si128(reinterpret_cast<__m128i*>(pq + 16 * g), _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
-      pv_row<DQ>(pq, quads, vi, alpha, pmax / 255.0f, o + r * dim, pf);
+        _mm_store_si128(reinterpret_cast<__m128i*>(pq + r * kBlock + 16 * g),
+                        _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
+      if (adds) quads = std::max(quads, (valid[r] + 3) / 4);
+    }
+    for (std::int64_t r = 0; r < rows;) {
+      const int pr = pv_pass_rows(rows - r);
+      const auto pv = pr == 4 ? pv_rows<DQ, 4, decltype(pf)> : pr == 2 ? pv_rows<DQ, 2, decltype(pf)> : pv_rows<DQ, 1, decltype(pf)>;
+      pv(pq + r * kBlock, quads, block.v, alpha + r, pscale + r, o + r * dim, pf);
+      r += pr;
     }
     pf.issue(0, 1);  // whatever is left
   }
 
-  // Back in order: interleaved position (c, j, L, p) holds dim 64c + 16L + 4j + p.
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < DQ; ++c)
-      for (std::int64_t j = 0; j < 4; ++j)
-        for (std::int64_t lane = 0; lane < 16; ++lane)
-          ordered[r * dim + 64 * c + 16 * (lane / 4) + 4 * j + lane % 4] = o[r * dim + 64 * c + 16 * j + lane];
+    for (std::int64_t d = 0; d < dim; ++d) ordered[r * dim + d] = o[r * dim + quad_order(d)];
   finish_rows(a, out, ordered, dim, m, l);
 }
 
