@@ -26,7 +26,7 @@ namespace {
 // place, each 64 bytes (32 features) giving two vectors, the even features
 // (shifted up) then the odd ones (masked), one instruction each where the
 // copy took three and a store; q and the row sums keep the same order
-// (split_order).
+// (to_split_order).
 struct F32Rows {
   static __m512 load(const void* row, int v) { return _mm512_loadu_ps(static_cast<const float*>(row) + 16 * v); }
 };
@@ -36,8 +36,19 @@ struct Bf16Split {
     return v % 2 == 0 ? bf16_even(x) : bf16_odd(x);
   }
 };
-// Where Bf16Split puts feature d of a row: in each 32, the evens then the odds.
-static inline std::int64_t split_order(std::int64_t d) { return d / 32 * 32 + d % 2 * 16 + d % 32 / 2; }
+// A row's 32 features at p into Bf16Split's order (the evens, then the odds), and back.
+static inline void to_split_order(float* p) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+  _mm512_storeu_ps(p, _mm512_permutex2var_ps(a, evens, b));
+  _mm512_storeu_ps(p + 16, _mm512_permutex2var_ps(a, _mm512_add_epi32(evens, _mm512_set1_epi32(1)), b));
+}
+static inline void from_split_order(float* p) {
+  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512 e = _mm512_loadu_ps(p), o = _mm512_loadu_ps(p + 16);
+  _mm512_storeu_ps(p, _mm512_permutex2var_ps(e, low, o));
+  _mm512_storeu_ps(p + 16, _mm512_permutex2var_ps(e, _mm512_add_epi32(low, _mm512_set1_epi32(8)), o));
+}
 
 // q . k as score_keys16 wants it: q rows of f32, key rows read by Rows,
 // 16 features a vector, one FMA chain per row and key.
@@ -155,10 +166,8 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       _mm512_storeu_ps(q + r * dim + d, _mm512_mul_ps(scale, load16(advance(qr, a.q_dtype, d), a.q_dtype, 0xffff)));
       _mm512_storeu_ps(o + r * dim + d, _mm512_setzero_ps());
     }
-    if constexpr (split) {
-      std::copy(q + r * dim, q + (r + 1) * dim, kb);
-      for (std::int64_t d = 0; d < dim; ++d) q[r * dim + split_order(d)] = kb[d];
-    }
+    if constexpr (split)
+      for (std::int64_t d = 0; d < dim; d += 32) to_split_order(q + r * dim + d);
     m[r] = kNegInf;
     l[r] = 0.0f;
   }
@@ -199,12 +208,8 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     }
     pf.issue(0, 1);  // whatever is left
   }
-  if constexpr (split) {  // the sums back in order (kb is free now)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::copy(o + r * dim, o + (r + 1) * dim, kb);
-      for (std::int64_t d = 0; d < dim; ++d) o[r * dim + d] = kb[split_order(d)];
-    }
-  }
+  if constexpr (split)  // the sums back in order
+    for (std::int64_t d = 0; d < rows * dim; d += 32) from_split_order(o + d);
   finish_rows(a, out, o, a.head_dim, m, l);
 }
 

@@ -12,7 +12,7 @@
 //      32-bit broadcast, against the pair's V rows interleaved two keys to
 //      a 32-bit lane in registers (one word unpack per 32 features, shared
 //      by up to 4 rows).
-// The row sums live in the interleaved order of features (pair_order) and
+// The row sums live in the interleaved order of features (from_pair_order) and
 // are put back in order once, at the end. Numerics: q and P rounded to bf16,
 // as the bf16 flash kernels do: within the bf16 attention tolerance.
 #include <cstring>
@@ -51,7 +51,7 @@ struct Bf16Dot {
 
 // o[PR rows][features of chunks c0 .. c0 + CP) = alpha o + P V over `pairs`
 // pairs of keys: p the rows' bf16 probabilities (kBlock apart, zero past
-// the visible keys), o in pair order (pair_order). vdpbf16ps multiplies
+// the visible keys), o in pair order (from_pair_order). vdpbf16ps multiplies
 // pairs of adjacent words, so each 32-feature chunk of two keys' V rows is
 // interleaved in registers, a word unpack within 128-bit lanes: lane 4i + e
 // of the low unpack holds feature 8i + e of both keys, of the high one
@@ -87,10 +87,13 @@ static void pv_chunks(const std::uint16_t* p, std::int64_t pairs, const void* co
   for (int r = 0; r < PR; ++r)
     for (int i = 0; i < 2 * CP; ++i) _mm512_storeu_ps(o + r * dim + 32 * c0 + 16 * i, acc[r][i]);
 }
-// Where pv_chunks puts feature d.
-static inline std::int64_t pair_order(std::int64_t d) {
-  const std::int64_t c = d / 32, i = d % 32 / 8, h = d % 8 / 4, e = d % 4;
-  return 32 * c + 16 * h + 4 * i + e;
+// 32 features of row sums at p from pv_chunks' order (feature 8i + 4h + e
+// in lane 4i + e of vector h) back to theirs.
+static inline void from_pair_order(const float* p, float* out) {
+  const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+  _mm512_storeu_ps(out, _mm512_permutex2var_ps(lo, low, hi));
+  _mm512_storeu_ps(out + 16, _mm512_permutex2var_ps(lo, _mm512_add_epi32(low, _mm512_set1_epi32(8)), hi));
 }
 
 // P V for PR rows from r over all chunks, CP at a time: the most chunks
@@ -174,8 +177,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     pf.issue(0, 1);  // whatever is left
   }
 
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t d = 0; d < dim; ++d) ordered[r * dim + d] = o[r * dim + pair_order(d)];
+  for (std::int64_t d = 0; d < rows * dim; d += 32) from_pair_order(o + d, ordered + d);
   finish_rows(a, out, ordered, dim, m, l);
 }
 

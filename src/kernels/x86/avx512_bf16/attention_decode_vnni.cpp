@@ -17,7 +17,7 @@
 //      V rows interleaved four keys to a 32-bit lane in registers (shared by
 //      up to 4 rows), one vpdpbusd per 64 dims and four keys; the block's
 //      i32 sums join the f32 row sums.
-// The row sums live in the interleaved order of dims (quad_order) and are
+// The row sums live in the interleaved order of dims (from_quad_order) and are
 // put back in order once, at the end. Numerics: see
 // tolerance_for_int8_kv_cache (compare.hpp).
 #include <cstring>
@@ -87,7 +87,7 @@ constexpr int kGroups = int(kBlock / kDecodeKeys);
 
 // o[PR rows][dims of chunks c0 .. c0 + CP) = alpha o + pscale (pq V) over
 // `quads` groups of four keys: pq the rows' uint8 probabilities (kBlock
-// apart, zero past the visible keys), o in quad order (quad_order).
+// apart, zero past the visible keys), o in quad order (from_quad_order).
 // vpdpbusd sums four adjacent bytes, so each 64-dim chunk of a quad's four
 // V rows is interleaved in registers, two rounds of unpacking within 128-bit
 // lanes (bytes, then words): lane 4L + p of vector j holds dim 16L + 4j + p
@@ -136,10 +136,16 @@ static void pv_quads(const std::uint8_t* pq, std::int64_t quads, const void* con
       _mm512_storeu_ps(orow + 16 * i, _mm512_fmadd_ps(ps, _mm512_cvtepi32_ps(acc[r][i]), _mm512_mul_ps(av, _mm512_loadu_ps(orow + 16 * i))));
   }
 }
-// Where pv_quads puts dim d: in chunk c, vector j, lane 4L + p for dim 64c + 16L + 4j + p.
-static inline std::int64_t quad_order(std::int64_t d) {
-  const std::int64_t c = d / 64, lane_group = d % 64 / 16, j = d % 16 / 4, p = d % 4;
-  return 64 * c + 16 * j + 4 * lane_group + p;
+// 64 dims of row sums at p from pv_quads' order (dim 16L + 4j + p in lane
+// 4L + p of vector j) back to theirs: a 4 x 4 transpose of 128-bit lanes.
+static inline void from_quad_order(const float* p, float* out) {
+  const __m512 v0 = _mm512_loadu_ps(p), v1 = _mm512_loadu_ps(p + 16), v2 = _mm512_loadu_ps(p + 32), v3 = _mm512_loadu_ps(p + 48);
+  const __m512 t0 = _mm512_shuffle_f32x4(v0, v1, 0x44), t1 = _mm512_shuffle_f32x4(v2, v3, 0x44);
+  const __m512 t2 = _mm512_shuffle_f32x4(v0, v1, 0xee), t3 = _mm512_shuffle_f32x4(v2, v3, 0xee);
+  _mm512_storeu_ps(out, _mm512_shuffle_f32x4(t0, t1, 0x88));
+  _mm512_storeu_ps(out + 16, _mm512_shuffle_f32x4(t0, t1, 0xdd));
+  _mm512_storeu_ps(out + 32, _mm512_shuffle_f32x4(t2, t3, 0x88));
+  _mm512_storeu_ps(out + 48, _mm512_shuffle_f32x4(t2, t3, 0xdd));
 }
 
 // P V for PR rows over all chunks, CP at a time: the most chunks whose sums
@@ -235,8 +241,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     pf.issue(0, 1);  // whatever is left
   }
 
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t d = 0; d < dim; ++d) ordered[r * dim + d] = o[r * dim + quad_order(d)];
+  for (std::int64_t d = 0; d < rows * dim; d += 64) from_quad_order(o + d, ordered + d);
   finish_rows(a, out, ordered, dim, m, l);
 }
 
