@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/x86/load1.hpp"
@@ -233,6 +234,19 @@ static inline void score_block(const char* q, std::int64_t q_stride, std::int64_
 template <int R, int N>
 constexpr int score_block_ticks(std::int64_t rows) {
   return int(4 * (N / kDecodeKeys) * (rows / R + rows % R));
+}
+
+// The rows of a decode block's P V in passes of 4, 2 or 1 rows (the
+// kernels' sums for up to 4 rows fill the registers): pass(r, pr) for each,
+// pr a std::integral_constant.
+template <class Pass>
+static inline void for_pv_passes(std::int64_t rows, Pass&& pass) {
+  for (std::int64_t r = 0; r < rows;) {
+    const std::int64_t left = rows - r;
+    if (left >= 4) pass(r, std::integral_constant<int, 4>()), r += 4;
+    else if (left >= 2) pass(r, std::integral_constant<int, 2>()), r += 2;
+    else pass(r, std::integral_constant<int, 1>()), r += 1;
+  }
 }
 
 // The end of the keys up to t1 that any of the unit's rows sees: causal,

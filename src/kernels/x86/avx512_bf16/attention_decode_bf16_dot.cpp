@@ -110,16 +110,11 @@ static void pv_rows(const std::uint16_t* p, const std::int64_t* valid, const voi
   for (int c = 0; c < DQ; c += CP) pv_chunks<DQ, PR, CP>(p, (keys + 1) / 2, vrow, c, alpha, o, pf);
 }
 
-// Rows per P V pass (4, 2 or 1) while `left` remain, and the prefetch
-// ticks of all rows' passes over a full block.
-static inline int pv_pass_rows(std::int64_t left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+// The prefetch ticks of all rows' P V passes over a full block.
 template <int DQ>
 static int pv_ticks(std::int64_t rows) {
   int ticks = 0;
-  for (std::int64_t r = 0; r < rows; r += pv_pass_rows(rows - r)) {
-    const int pr = pv_pass_rows(rows - r);
-    ticks += int(kBlock / 2) * DQ / (pr == 4 ? kChunksPerPass<DQ, 4> : pr == 2 ? kChunksPerPass<DQ, 2> : kChunksPerPass<DQ, 1>);
-  }
+  for_pv_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 2) * DQ / kChunksPerPass<DQ, pr()>; });
   return ticks;
 }
 
@@ -168,12 +163,9 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha[r]);
       for (int g = 0; g < kGroups; g += 2) _mm512_storeu_si512(pb + r * kBlock + 16 * g, to_bf16x2(x[g], x[g + 1]));
     }
-    for (std::int64_t r = 0; r < rows;) {
-      const int pr = pv_pass_rows(rows - r);
-      const auto pv = pr == 4 ? pv_rows<DQ, 4, decltype(pf)> : pr == 2 ? pv_rows<DQ, 2, decltype(pf)> : pv_rows<DQ, 1, decltype(pf)>;
-      pv(pb + r * kBlock, valid + r, block.v, alpha + r, o + r * dim, pf);
-      r += pr;
-    }
+    for_pv_passes(rows, [&](std::int64_t r, auto pr) {
+      pv_rows<DQ, pr()>(pb + r * kBlock, valid + r, block.v, alpha + r, o + r * dim, pf);
+    });
     pf.issue(0, 1);  // whatever is left
   }
 

@@ -32,6 +32,7 @@ namespace {
 
 using avx512::decode_views;
 using avx512::finish_rows;
+using avx512::for_pv_passes;
 using avx512::gather_rows;
 using avx512::KvRows;
 using avx512::kDecodeKeys;  // keys per score vector
@@ -158,16 +159,11 @@ static void pv_rows(const std::uint8_t* pq, std::int64_t quads, const void* cons
   constexpr int CP = kChunksPerPass<DQ, PR>;
   for (int c = 0; c < DQ; c += CP) pv_quads<DQ, PR, CP>(pq, quads, vrow, c, alpha, pscale, o, pf);
 }
-// Rows per P V pass (4, 2 or 1) while `left` remain, and the prefetch
-// ticks of all rows' passes over a full block.
-static inline int pv_pass_rows(std::int64_t left) { return left >= 4 ? 4 : left >= 2 ? 2 : 1; }
+// The prefetch ticks of all rows' P V passes over a full block.
 template <int DQ>
 static int pv_ticks(std::int64_t rows) {
   int ticks = 0;
-  for (std::int64_t r = 0; r < rows; r += pv_pass_rows(rows - r)) {
-    const int pr = pv_pass_rows(rows - r);
-    ticks += int(kBlock / 8) * DQ / (pr == 4 ? kChunksPerPass<DQ, 4> : pr == 2 ? kChunksPerPass<DQ, 2> : kChunksPerPass<DQ, 1>);
-  }
+  for_pv_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 8) * DQ / kChunksPerPass<DQ, pr()>; });
   return ticks;
 }
 
@@ -232,12 +228,9 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
                         _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
       if (adds) quads = std::max(quads, (valid[r] + 3) / 4);
     }
-    for (std::int64_t r = 0; r < rows;) {
-      const int pr = pv_pass_rows(rows - r);
-      const auto pv = pr == 4 ? pv_rows<DQ, 4, decltype(pf)> : pr == 2 ? pv_rows<DQ, 2, decltype(pf)> : pv_rows<DQ, 1, decltype(pf)>;
-      pv(pq + r * kBlock, quads, block.v, alpha + r, pscale + r, o + r * dim, pf);
-      r += pr;
-    }
+    for_pv_passes(rows, [&](std::int64_t r, auto pr) {
+      pv_rows<DQ, pr()>(pq + r * kBlock, quads, block.v, alpha + r, pscale + r, o + r * dim, pf);
+    });
     pf.issue(0, 1);  // whatever is left
   }
 
