@@ -1,7 +1,7 @@
 #pragma once
 // Paged KV cache for one attention layer: a pool of fixed-size blocks of
 // tokens and, per sequence, a block table mapping its logical blocks to
-// physical ones (vLLM's PagedAttention layout). Appending allocates blocks
+// physical ones (vLLM's PagedAttention block tables). Appending allocates blocks
 // as a sequence grows; releasing a sequence returns its blocks for reuse.
 //
 // Storage per kv head: K pool [Hkv][blocks][block_size][D] and a V pool
@@ -10,8 +10,9 @@
 // one run per head, which the hardware prefetcher streams as it does a
 // contiguous cache. (vLLM keeps the heads inside each block; here that ended
 // a head's run every block_size tokens, 4 KiB at bf16 D = 128, and decode
-// attention over it ran 0.75-0.9x the contiguous layout.) int8 storage is symmetric with one f32 scale per
-// token and head (max|x| / 127, rounded to nearest even, saturated).
+// attention over it ran 0.75-0.9x the contiguous layout.) int8 storage is
+// symmetric with one f32 scale per token and head (max|x| / 127, rounded to
+// nearest even, saturated).
 //
 // Not thread-safe: append and release must not run concurrently with each
 // other or with an attention that reads the cache.
