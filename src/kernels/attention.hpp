@@ -80,6 +80,7 @@ struct AttentionProblem {
   std::int64_t kv_len;     // keys per sequence (the longest)
   bool split_allowed;      // fixed-length or paged keys: a unit may take part of them
   std::int64_t threads;
+  bool bf16_math;          // FpMath::bf16: f32 q may be rounded to bf16
 };
 
 struct AttentionTiling {

@@ -332,8 +332,8 @@ Status check_groups(std::int64_t hq, std::int64_t hkv, std::string_view kv_name)
 
 kernels::AttentionProblem make_problem(Context& ctx, DType q, DType kv, DType o, std::int64_t dim,
                                        std::int64_t positions, std::int64_t group, std::int64_t units,
-                                       std::int64_t kv_len, bool split_allowed) {
-  return {q, kv, o, dim, positions, group, units, kv_len, split_allowed, ctx.pool().threads()};
+                                       std::int64_t kv_len, bool split_allowed, FpMath fpmath) {
+  return {q, kv, o, dim, positions, group, units, kv_len, split_allowed, ctx.pool().threads(), fpmath == FpMath::bf16};
 }
 
 // Workspace for the partial sums of split units: every unit at its most pieces.
@@ -397,7 +397,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
 
   const std::int64_t group = hq / hkv;
   const auto problem = make_problem(ctx, q.dtype, k.dtype, o.dtype, dim, varlen ? std::max<std::int64_t>(1, sq / std::max<std::int64_t>(1, batch)) : sq,
-                                    group, batch * hkv, varlen ? skv : skv, !varlen);
+                                    group, batch * hkv, varlen ? skv : skv, !varlen, attrs.fpmath);
   const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t workspace = varlen ? 0 : split_workspace(tiling, batch * hkv, skv, sq * group, dim);
@@ -413,7 +413,7 @@ namespace {
 Status run_attention(Stream& stream, std::span<const Tensor> in, const Tensor& o, const AttentionAttrs& attrs) {
   PlanKey key("attention", stream.context().isa());
   for (const Tensor& t : in) key.add(t.desc());
-  key.add(o.desc()).add(attrs.scale).add(std::int64_t(attrs.causal));
+  key.add(o.desc()).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath));
   AttentionOptions options;
   if (in.size() == 4) options.mask = in[3].desc();
   const Tensor out[] = {o};
@@ -517,7 +517,7 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
   if (lse) outputs.push_back(*lse);
 
   const std::int64_t group = hq / c.kv_heads;
-  const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, sq, group, batch * c.kv_heads, max_kv_len, true);
+  const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, sq, group, batch * c.kv_heads, max_kv_len, true, attrs.fpmath);
   const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t workspace = split_workspace(tiling, batch * c.kv_heads, max_kv_len, sq * group, dim);
@@ -540,7 +540,7 @@ Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cac
   while (bucket < longest) bucket *= 2;
   PlanKey key("paged_attention", stream.context().isa());
   key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get()))).add(q.desc()).add(seq_ids.desc()).add(o.desc());
-  key.add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal));
+  key.add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath));
   const Tensor in[] = {q, seq_ids}, out[] = {o};
   return run_cached(stream, key, [&] { return PagedAttention::plan(stream.context(), cache, q.desc(), seq_ids.desc(), o.desc(), bucket, attrs); },
                     in, out);

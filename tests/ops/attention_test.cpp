@@ -880,9 +880,9 @@ class PagedAttentionTest : public IsaTest {
   // out of order. Compares o and lse with the reference on the K/V that were
   // appended; for an f32 cache also with the contiguous Attention op.
   void check(DType cache_dt, std::int64_t block_size, std::int64_t sq, DType q_dt, bool causal, std::uint64_t seed,
-             std::int64_t hq = 8) {
-    SCOPED_TRACE(fmt::format("cache {} block_size {} Sq={} q {} causal={} Hq={}", to_string(cache_dt), block_size, sq,
-                             to_string(q_dt), causal, hq));
+             std::int64_t hq = 8, ops::FpMath fpmath = ops::FpMath::strict) {
+    SCOPED_TRACE(fmt::format("cache {} block_size {} Sq={} q {} causal={} Hq={} fpmath {}", to_string(cache_dt), block_size, sq,
+                             to_string(q_dt), causal, hq, fpmath == ops::FpMath::bf16 ? "bf16" : "strict"));
     const std::int64_t hkv = 2, d = 64;
     const std::vector<std::int64_t> lengths = {sq, 17, 300};
     auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, block_size) + 2, .block_size = block_size,
@@ -894,10 +894,14 @@ class PagedAttentionTest : public IsaTest {
     const std::int64_t nb = 3;
     const Tensor q = random_tensor(q_dt, {nb, sq, hq, d}, seed + 50, -2.0f, 2.0f);
     const Tensor o = nan_tensor(q_dt, {nb, sq, hq, d}), lse = nan_tensor(DType::f32, {nb, hq, sq});
-    const AttentionAttrs attrs{.causal = causal};
+    const AttentionAttrs attrs{.causal = causal, .fpmath = fpmath};
     Result<ops::PlanPtr> plan = ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 512, attrs, lse.desc());
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     SCOPED_TRACE(fmt::format("kernel {}", (*plan)->kernel()));
+    if (q_dt == DType::f32 && cache_dt == DType::bf16) {  // f32 q is rounded to bf16 only when allowed, by the flash rows at bf16 levels
+      const bool bf16_row = (*plan)->kernel().find("bf16") != std::string_view::npos;
+      EXPECT_EQ(bf16_row, fpmath == ops::FpMath::bf16 && sq > 8 && ctx_.isa() >= hw::Isa::avx512_bf16);
+    }
     const Status s = run_plan(ctx_, stream_, **plan, {q, ids}, {o, lse});
     ASSERT_TRUE(s.ok()) << s.to_string();
 
@@ -933,6 +937,15 @@ TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
   for (DType cache_dt : {DType::bf16, DType::i8})
     for (std::int64_t hq : {2, 6})
       for (std::int64_t sq : {1, 2}) check(cache_dt, 16, sq, DType::f32, true, seed += 10, hq);
+}
+
+TEST_P(PagedAttentionTest, FpMathBf16RoundsF32Queries) {
+  // f32 q against a bf16 cache: strict keeps the f32 rows; FpMath::bf16 lets
+  // the bf16 flash rows take Sq > 8 (decode, Sq <= 8, stays on the f32 row).
+  std::uint64_t seed = 1600;
+  for (std::int64_t sq : {1, 12})
+    for (ops::FpMath fpmath : {ops::FpMath::strict, ops::FpMath::bf16})
+      check(DType::bf16, 16, sq, DType::f32, true, seed += 10, 8, fpmath);
 }
 
 TEST_P(PagedAttentionTest, LongSequenceDecode) {

@@ -27,9 +27,19 @@
 
 namespace tessera::ops {
 
+// How f32 queries may be computed (oneDNN's fpmath_mode). strict: in f32,
+// a bf16 cache widened to f32. bf16: a kernel may round f32 q and the
+// probabilities to bf16 and multiply in bf16 dot products, as it does for
+// bf16 q, within the bf16 attention tolerance. Where the keys and values
+// are bf16 (a bf16 KvCache), more than 8 query positions (prefill in
+// chunks) then take the bf16 flash kernels, ~1.8x faster; decode keeps
+// the f32 kernel, which reads a cache past the L3 faster.
+enum class FpMath { strict, bf16 };
+
 struct AttentionAttrs {
   float scale = 0.0f;   // 0: 1 / sqrt(D)
   bool causal = false;
+  FpMath fpmath = FpMath::strict;
 };
 
 // Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,
