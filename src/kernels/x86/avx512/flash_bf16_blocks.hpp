@@ -105,21 +105,19 @@ struct Bf16FlashRows {
     vp = kp + (dim / 32) * (keys / 16) * kTileBytes;
     // The rows of q are usually a page apart ([B, S, H, D]) and read once:
     // request all their lines before the first is copied.
-    const auto q_src = [&](std::int64_t r) {
-      return static_cast<const char*>(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride));
-    };
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(q_src(r) + b, _MM_HINT_T1);
+      for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64)
+        _mm_prefetch(static_cast<const char*>(q_row(a, r)) + b, _MM_HINT_T1);
     for (std::int64_t r = 0; r < rows_pad; ++r) {
       auto* qr = q + r * dim;
       if (r < rows) {
+        const void* src = q_row(a, r);
         if (a.q_dtype == DType::bf16) {
-          const auto* src = reinterpret_cast<const std::uint16_t*>(q_src(r));
-          std::copy(src, src + head_dim, qr);
+          std::copy_n(static_cast<const std::uint16_t*>(src), head_dim, qr);
         } else {  // f32 q under FpMath::bf16 (kernels/attention.cpp, bf16_q): rounded here, once
           for (std::int64_t d = 0; d < head_dim; d += 16) {
             const __mmask16 m = tail_mask(head_dim - d);
-            _mm256_mask_storeu_epi16(qr + d, m, to_bf16(load16(advance(q_src(r), a.q_dtype, d), a.q_dtype, m)));
+            store16(qr + d, DType::bf16, load16(advance(src, a.q_dtype, d), a.q_dtype, m), m);
           }
         }
         std::fill(qr + head_dim, qr + dim, std::uint16_t(0));
