@@ -400,7 +400,7 @@ struct Entry {
 struct Run {
   const AttentionBenchOptions& opt;
   bench::MeasureOptions measure;
-  std::int64_t cold_bytes;          // 2x the L3: what the rotating KV copies of a decode row exceed
+  std::int64_t cold_bytes;          // bench::cold_bytes(): what the rotating KV copies of a decode row exceed
   std::map<int, double> read_gbps;  // by threads: the roofline of the decode rows
 };
 
@@ -563,7 +563,7 @@ void print_header(const Run& run, Context& ctx) {
              "(--all-peers)\n",
              kMaxPeerScoreBytes >> 20);
   fmt::print("decode: tessera = PagedAttention over a KvCache (block {}), tessera_contiguous = Attention on "
-             "[B, L, Hkv, D] views of head-major [B, Hkv, L, D]; KV cold (rotating copies > 2x L3); GB/s of K and V read (int8: with their scales) "
+             "[B, L, Hkv, D] views of head-major [B, Hkv, L, D]; KV cold (rotating copies > 2x L3, at least 128 MiB); GB/s of K and V read (int8: with their scales) "
              "as % of the read bandwidth\n",
              kBlockSize);
   fmt::print("vs best peer: the other implementation's median / this row's (> 1: this row is faster); tessera "
@@ -592,7 +592,7 @@ void run_bench_attention(AttentionBenchOptions opt) {
 
   const auto start = std::chrono::steady_clock::now();
   Contexts contexts(opt.threads);
-  Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .cold_bytes = 2 * hw::info().l3_bytes, .read_gbps = {}};
+  Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .cold_bytes = bench::cold_bytes(), .read_gbps = {}};
   if (!opt.json) print_header(run, contexts.at(opt.threads.front()));
 
   if (!decode.empty() && !decode_types.empty()) {

@@ -175,7 +175,7 @@ std::vector<Entry> make_entries(Contexts& contexts, GemmType type, const Tensor&
 struct Run {
   const GemmOptions& opt;
   bench::MeasureOptions measure;
-  std::int64_t cold_bytes;         // 2x the L3: what the rotating weight copies of a cold row exceed
+  std::int64_t cold_bytes;         // bench::cold_bytes(): what the rotating weight copies of a cold row exceed
   std::map<int, double> read_gbps;  // by threads: the roofline of the cold rows
   std::map<int, bench::Peaks> peaks;  // by threads: the roofline of the warm rows
 };
@@ -282,7 +282,7 @@ void print_header(const Run& run, Context& ctx) {
   fmt::print("median and best of {} repeats (each >= {:.0f} ms of back-to-back calls) after warm-up, implementations "
              "interleaved\n",
              run.measure.repeats, run.measure.repeat_ms);
-  fmt::print("M <= {}: weights cold (each implementation rotates through copies > 2x L3), GB/s of weights; "
+  fmt::print("M <= {}: weights cold (each implementation rotates through copies > 2x L3, at least 128 MiB), GB/s of weights; "
              "M > {}: warm, GFLOP/s\n",
              bench::kMaxColdM, bench::kMaxColdM);
   fmt::print("vs best peer: the fastest other implementation's median / Tessera's (> 1: Tessera is faster)\n");
@@ -303,7 +303,7 @@ void run_bench_gemm(GemmOptions opt) {
 
   const auto start = std::chrono::steady_clock::now();
   Contexts contexts(opt.threads);
-  Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .cold_bytes = 2 * hw::info().l3_bytes, .read_gbps = {}};
+  Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .cold_bytes = bench::cold_bytes(), .read_gbps = {}};
   if (!opt.json) print_header(run, contexts.at(opt.threads.front()));
 
   // The roofline first: cold rows report their share of the read bandwidth.

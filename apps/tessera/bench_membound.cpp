@@ -487,8 +487,7 @@ std::int64_t elements_of(const std::string& size) {
   if (size == "tiny") return 1024;  // 4 KiB of f32: threading must not slow it
   if (size == "t1") return kHidden;
   if (size == "t4096") return 4096 * kHidden;
-  const std::int64_t l3 = std::max<std::int64_t>(hw::info().l3_bytes, 64 << 20);
-  return (l3 * 5 / 4 / 4 + kHidden - 1) / kHidden * kHidden;  // 1.25x the L3 in f32
+  return (bench::cold_bytes() * 5 / 8 / 4 + kHidden - 1) / kHidden * kHidden;  // 1.25x the L3 (at least 64 MiB) in f32
 }
 
 void run_case(const CaseMaker& maker, const Env& env, const Run& run) {
@@ -544,7 +543,7 @@ void run_bench_membound(MemboundOptions opt) {
   const auto start = std::chrono::steady_clock::now();
   bench::Contexts contexts(opt.threads);
   Run run{.opt = opt, .measure = {.repeats = opt.repeats}, .roofline = {}};
-  const std::int64_t stream_bytes = bench::stream_array_bytes();
+  const std::int64_t stream_bytes = bench::cold_bytes();
   for (int t : opt.threads) {
     Result<bench::Roofline> roof = bench::stream_roofline(contexts.at(t), "membound", stream_bytes, run.measure, opt.json);
     if (!roof.ok()) {

@@ -36,7 +36,7 @@ void print_calibration(const Calibration& c) {
 Result<Calibration> measure(int threads) {
   const hw::Info& hw = hw::info();
   const int all = threads > 0 ? threads : hw.cores;
-  const std::int64_t array_bytes = bench::stream_array_bytes();  // as `bench membound` streams them
+  const std::int64_t array_bytes = bench::cold_bytes();  // as `bench membound` streams them
   fmt::print("tessera calibrate: {}, 1 and {} threads, arrays of {} MiB\n", hw.cpu_name, all, array_bytes >> 20);
   bench::Contexts contexts({1, all});
   const bench::MeasureOptions options;

@@ -95,7 +95,7 @@ class GemmCase {
     GemmCase& c = *owner;
     TESSERA_ASSIGN_OR_RETURN(Tensor w, Tensor::empty(DType::f32, {k, n}));
     bench::fill_tensor(w, 1);
-    const std::int64_t cold_bytes = m <= bench::kMaxColdM ? 2 * hw::info().l3_bytes : 0;
+    const std::int64_t cold_bytes = m <= bench::kMaxColdM ? bench::cold_bytes() : 0;
     do {
       TESSERA_ASSIGN_OR_RETURN(ops::WeightsPtr packed, bench::tessera_weights(type, w));
       c.weights_.push_back(std::move(packed));

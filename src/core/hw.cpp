@@ -74,6 +74,34 @@ std::string read_line(const std::string& path) {
   return line;
 }
 
+// Cache sizes from CPUID, for machines whose kernel does not list them in
+// sysfs (seen in a VM: AMD EPYC Turin under a hypervisor without
+// /sys/devices/system/cpu/cpu0/cache). The cache-parameter leaf (Intel 4,
+// AMD 0x8000001D) gives every level's size per instance; without it, AMD's
+// legacy leaves give L1d and L2 only: their L3 field is whatever the
+// hypervisor says of the package (that VM: 508 MiB for a 32 MiB CCD), so
+// the L3 then stays at its default.
+void read_caches_cpuid(Info& info) {
+  const Regs vendor = cpuid(0);
+  const bool intel = vendor.b == 0x756e6547u;  // "Genu"
+  const unsigned max_ext = cpuid(0x80000000u).a;
+  const bool amd_topology = !intel && max_ext >= 0x8000001Du && bit(cpuid(0x80000001u).c, 22);
+  const unsigned leaf = intel && vendor.a >= 4 ? 4u : amd_topology ? 0x8000001Du : 0u;
+  bool found = false;
+  for (unsigned sub = 0; leaf != 0 && sub < 8; ++sub) {
+    const Regs r = cpuid(leaf, sub);
+    const unsigned type = r.a & 31u, level = (r.a >> 5) & 7u;  // type 1 data, 2 instruction, 3 unified
+    if (type == 0) break;
+    const std::int64_t size = std::int64_t((r.b >> 22) + 1) * (((r.b >> 12) & 0x3ffu) + 1) * ((r.b & 0xfffu) + 1) * (std::int64_t(r.c) + 1);
+    if (level == 1 && type == 1) info.l1d_bytes = size, found = true;
+    if (level == 2 && type != 2) info.l2_bytes = size, found = true;
+    if (level == 3 && type != 2) info.l3_bytes = size, found = true;
+  }
+  if (found || intel || max_ext < 0x80000006u) return;
+  if (const unsigned l1d_kib = cpuid(0x80000005u).c >> 24; l1d_kib > 0) info.l1d_bytes = std::int64_t(l1d_kib) << 10;
+  if (const unsigned l2_kib = cpuid(0x80000006u).c >> 16; l2_kib > 0) info.l2_bytes = std::int64_t(l2_kib) << 10;
+}
+
 // Cache sizes as the kernel reports them for cpu0; sizes per instance.
 void read_caches(Info& info) {
   for (int i = 0; i < 8; ++i) {
@@ -142,7 +170,8 @@ Info detect() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) == 0) info.cores = std::max(1, CPU_COUNT(&set));
-  read_caches(info);
+  read_caches_cpuid(info);
+  read_caches(info);  // sysfs, where it lists them, over CPUID
   return info;
 }
 
