@@ -68,14 +68,15 @@ AttentionTiling bf16_flash_tiling(const AttentionProblem& p, const hw::Info& hw)
   return row_blocks(p, hw, 6 * p.head_dim + 6 * 64, 256);
 }
 
-AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info&) {
+AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info& hw) {
   // Enough pieces for 4 tasks per thread (dynamic scheduling evens them
   // out), each at least 256 keys so the merge and per-task set-up stay small.
   constexpr std::int64_t kMinKeys = 256;
   const std::int64_t splits = std::max<std::int64_t>(1, (4 * p.threads + p.units - 1) / std::max<std::int64_t>(1, p.units));
   std::int64_t keys = (p.kv_len + splits - 1) / splits;
   keys = std::max(kMinKeys, (keys + 31) / 32 * 32);
-  return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys};
+  // Prefetches into L1 where it holds 48 KiB (avx512/attention_common.hpp, Prefetcher).
+  return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys, hw.l1d_bytes >= (48 << 10)};
 }
 
 // The bf16 flash kernels (AMX tiles, AVX512-BF16 dot products on the same

@@ -55,6 +55,7 @@ struct AttentionArgs {
   bool causal;
   std::int64_t causal_offset;  // position p of the unit sees keys t <= p + causal_offset
   KvSource kv;
+  bool prefetch_l1 = false;  // the tiling's: the decode kernels prefetch into L1, not L2
 };
 
 struct AttentionOutput {
@@ -86,6 +87,7 @@ struct AttentionProblem {
 struct AttentionTiling {
   std::int64_t positions_per_unit;  // query positions per task
   std::int64_t keys_per_split;      // 0: no split, every task takes all its keys
+  bool prefetch_l1 = false;         // decode: the next blocks' rows are prefetched into L1 (else L2)
 };
 
 struct AttentionFamily {

@@ -52,7 +52,8 @@ std::int64_t piece_floats(std::int64_t rows, std::int64_t dim) { return rows * (
 // positions (prefill). `workspace` hands out partial-sum buffers.
 void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector<Task>& tasks,
               std::vector<Merge>& merges, float*& workspace) {
-  const kernels::AttentionArgs& a = u.args;
+  kernels::AttentionArgs a = u.args;
+  a.prefetch_l1 = tiling.prefetch_l1;
   if (tiling.keys_per_split > 0 && u.kv_len > tiling.keys_per_split) {
     const std::int64_t rows = u.positions * a.group, dim = a.head_dim;
     Merge m{tasks.size(), 0, rows, dim, a.group, u.out};

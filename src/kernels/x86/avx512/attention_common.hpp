@@ -150,11 +150,15 @@ constexpr std::int64_t kMaxRows = 16;
 // thread, 17-23 -> 29-30 at 2; bf16 12.4-12.8 -> 15-16.5 at 1 thread). A
 // row's lines go out together, at offsets known at compile time: a list of
 // every line's address, loaded back one by one, cost ~80 instructions a key.
-// Into L2, not L1: two blocks ahead is 32 KiB of rows at f32 D = 128 (int8
-// too: 64-key blocks), as much as a 32 KiB L1 holds, which then evicted
-// them before use (AMD EPYC, Zen 4, bench attention decode_b1, alternating:
-// f32 7-8 -> 10-12 GB/s at 1 thread, 13-15 -> 17-20 at 2; bf16 and int8
-// +10-30 %); on Sapphire Rapids (48 KiB L1) the hint measured within noise.
+// Into L2 where L1 holds 32 KiB: two blocks ahead is 32 KiB of rows at f32
+// D = 128 (int8 too: 64-key blocks), as much as that L1 holds, which then
+// evicted them before use (AMD EPYC, Zen 4, bench attention decode_b1,
+// alternating: f32 7-8 -> 10-12 GB/s at 1 thread, 13-15 -> 17-20 at 2;
+// bf16 and int8 +10-30 %). Into L1 where it holds 48 KiB (the decode
+// tiling's prefetch_l1): AMD EPYC Turin (Zen 5), decode_b1_kv4096,
+// alternating, 5 rounds: f32 1.75 -> 1.61 ms at 1 thread, 1.06 -> 0.91 at
+// 2; bf16 0.86 -> 0.81, 0.50 -> 0.42; int8 even (on Sapphire Rapids, also
+// 48 KiB, the hint measured within noise).
 // The flash kernels take the same prefetcher with RowBytes 0, any head dim
 // (`row_bytes` set at run time): their burst of every line of the next
 // block at its start (rows a page apart: 512 lines at 32 keys of D = 128)
@@ -170,6 +174,8 @@ struct Prefetcher {
   const char* row[2 * Keys];  // K and V rows, interleaved
   int count = 0, next = 0;
   std::int64_t row_bytes = RowBytes;
+  bool to_l1;
+  explicit Prefetcher(bool prefetch_l1) : to_l1(prefetch_l1) {}
   void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
     count = next = 0;
     KvRows<Keys> rows;  // the addresses as the kernel gathers them: no division per key
@@ -197,7 +203,8 @@ struct Prefetcher {
   void issue_to(int end) {
     int i = next;
     for (end = std::min(end, count); i < end; ++i)
-      for (std::int64_t b = 0; b < (RowBytes > 0 ? RowBytes : row_bytes); b += 64) _mm_prefetch(row[i] + b, _MM_HINT_T1);
+      for (std::int64_t b = 0; b < (RowBytes > 0 ? RowBytes : row_bytes); b += 64)
+        to_l1 ? _mm_prefetch(row[i] + b, _MM_HINT_T0) : _mm_prefetch(row[i] + b, _MM_HINT_T1);
     next = i;
   }
 };

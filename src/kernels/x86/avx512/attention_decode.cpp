@@ -178,7 +178,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   const int ticks = (T == DType::f32 || split ? 0 : int(kDecodeKeys)) + passes * int(4 + kDecodeKeys);
   const KvSource& kv = a.kv;
   KvRows<kDecodeKeys> block;
-  Prefetcher<row_bytes, kDecodeKeys> pf;
+  Prefetcher<row_bytes, kDecodeKeys> pf(a.prefetch_l1);
   const void* krow[kDecodeKeys];
   const void* vrow[kDecodeKeys];
   for (std::int64_t tb = t0; tb < t_end; tb += kDecodeKeys) {

@@ -232,7 +232,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   const std::int64_t row_bytes = head_dim * bytes_of(kv.dtype);
   KvRows<kBlockKeys> block;
   const float* vrow[kBlockKeys];
-  Prefetcher<0, kBlockKeys> pf;
+  Prefetcher<0, kBlockKeys> pf(a.prefetch_l1);
   pf.row_bytes = row_bytes;
 
   for (std::int64_t tb = t0; tb < t_end; tb += width) {

@@ -81,7 +81,7 @@ struct Bf16FlashRows {
   std::int64_t* limit;  // per row: keys t < limit are visible
   char *kp, *vp;        // K and V tiles: (D / 32) x 4 tiles each
   KvRows<kBf16FlashShortKeys> block;
-  Prefetcher<0, kBf16FlashShortKeys> pf;  // the next block's rows, a share per row of the softmax
+  Prefetcher<0, kBf16FlashShortKeys> pf{a.prefetch_l1};  // the next block's rows, a share per row of the softmax
   alignas(64) float m_old[kBf16FlashGroup], row_sum[kBf16FlashGroup];
 
   Bf16FlashRows(const AttentionArgs& args, std::int64_t t0, std::int64_t t1, std::int64_t block_keys)

@@ -162,7 +162,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   }
 
   KvRows<kBlock> block;
-  Prefetcher<row_bytes, kBlock> pf;
+  Prefetcher<row_bytes, kBlock> pf(a.prefetch_l1);
   alignas(64) float s[kMaxRows * kBlock];
   float alpha[kMaxRows];
   const int ticks = score_block_ticks<R, kBlock>(rows) + pv_ticks<DQ>(rows);

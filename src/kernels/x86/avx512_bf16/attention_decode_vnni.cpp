@@ -194,7 +194,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   }
 
   KvRows<kBlock> block;
-  Prefetcher<dim, kBlock> pf;
+  Prefetcher<dim, kBlock> pf(a.prefetch_l1);
   alignas(64) float s[kMaxRows * kBlock];
   const int ticks = avx512::score_block_ticks<R, kBlock>(rows) + pv_ticks<DQ>(rows);
   for (std::int64_t tb = t0; tb < t_end; tb += kBlock) {
