@@ -38,6 +38,17 @@ __attribute__((always_inline)) static inline void prefetch_ahead(const char* p, 
 }
 
 static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
+// Calls f(i, m) for i = 0, 16, ... below n, m the lanes below n: all 16 as
+// a constant but in the tail, so the loads and stores masked by it compile
+// plain. Masked loads and stores of memory that misses the caches ran
+// 2.5-4.5x slower where a kernel took both (AMD EPYC Turin, rope in place
+// on [5120, 32, 128], 1 thread: f32 8.9 -> 3.5 ms, bf16 8.9 -> 2.0).
+template <class F>
+static inline void for_each16(std::int64_t n, F&& f) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) f(i, __mmask16(0xffff));
+  if (i < n) f(i, tail_mask(n - i));
+}
 // The same for 32 lanes of 16 bits (0 <= n).
 static inline __mmask32 tail_mask32(std::int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
