@@ -54,10 +54,10 @@ template <class T, class Stream>
 void nearest_columns(const ResizeArgs& a, T t, Stream stream, const char* top, char* y) {
   const std::int64_t es = bytes_of(t);
   const ResizeTable& c = a.cols;
-  for (std::int64_t w = 0; w < a.out_width; w += 16) {
+  for_each16(a.out_width, [&](std::int64_t w, __mmask16 m) {
     const Window src(top, t, a.in_width, c.i0[w], c.i0[w + 15]);
-    put16(y + w * es, t, src.pick(_mm512_loadu_si512(c.i0 + w)), tail_mask(a.out_width - w), stream);
-  }
+    put16(y + w * es, t, src.pick(_mm512_loadu_si512(c.i0 + w)), m, stream);
+  });
 }
 
 // channels == 1 (NCHW), bilinear, rows [r0, r1): each output row blends two
@@ -102,13 +102,12 @@ void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, con
     const std::int64_t right = c.i1[w] * xp;
     const __m512 wx0 = _mm512_set1_ps(c.w0[w]), wx1 = _mm512_set1_ps(c.w1[w]);
     const __m512 wy0 = _mm512_set1_ps(a.rows.w0[r]), wy1 = _mm512_set1_ps(a.rows.w1[r]);
-    for (std::int64_t ch = 0; ch < a.channels; ch += 16) {
-      const __mmask16 m = tail_mask(a.channels - ch);
+    for_each16(a.channels, [&](std::int64_t ch, __mmask16 m) {
       const std::int64_t at = ch * es;
       const __m512 upper = blend(wx0, load16(top + left + at, t, m), wx1, load16(top + right + at, t, m));
       const __m512 lower = blend(wx0, load16(bottom + left + at, t, m), wx1, load16(bottom + right + at, t, m));
       put16(out + at, t, blend(wy0, upper, wy1, lower), m, stream);
-    }
+    });
   }
 }
 
