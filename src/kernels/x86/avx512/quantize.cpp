@@ -144,16 +144,14 @@ static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, s
   const bool per_element = a.scale_stride != 0;
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
   const bool stream = a.stream_y;
-  auto value = [&](std::int64_t i, __mmask16 m) {
-    const __m512 q = _mm512_cvtepi32_ps(load_q16(a.x, xt, a.x_offset + i, std::min<std::int64_t>(16, i1 - i)));
-    return _mm512_mul_ps(q, per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0);
+  // n constant (16) in the main loop: whole vectors load unmasked (for_each16 in vec.hpp).
+  auto value = [&](std::int64_t i, std::int64_t n) {
+    const __m512 q = _mm512_cvtepi32_ps(load_q16(a.x, xt, a.x_offset + i, n));
+    return _mm512_mul_ps(q, per_element ? _mm512_maskz_loadu_ps(tail_mask(n), scale + i) : scale0);
   };
   std::int64_t i = i0;
-  for (; i + 32 <= i1; i += 32) put32(y + i * bytes_of(yt), yt, value(i, 0xffff), value(i + 16, 0xffff), stream);
-  for (; i < i1; i += 16) {
-    const __mmask16 m = tail_mask(i1 - i);
-    put16(y + i * bytes_of(yt), yt, value(i, m), m, stream);
-  }
+  for (; i + 32 <= i1; i += 32) put32(y + i * bytes_of(yt), yt, value(i, 16), value(i + 16, 16), stream);
+  for (; i < i1; i += 16) put16(y + i * bytes_of(yt), yt, value(i, std::min<std::int64_t>(16, i1 - i)), tail_mask(i1 - i), stream);
   if (stream) _mm_sfence();
 }
 
