@@ -144,7 +144,8 @@ static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, s
   const bool per_element = a.scale_stride != 0;
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
   const bool stream = a.stream_y;
-  // n constant (16) in the main loop: whole vectors load unmasked (for_each16 in vec.hpp).
+  // n the constant 16 in the main loop, so load_q16's loads compile unmasked
+  // (masked loads of cold memory run at half speed: vec.hpp, for_each16).
   auto value = [&](std::int64_t i, std::int64_t n) {
     const __m512 q = _mm512_cvtepi32_ps(load_q16(a.x, xt, a.x_offset + i, n));
     return _mm512_mul_ps(q, per_element ? _mm512_maskz_loadu_ps(tail_mask(n), scale + i) : scale0);
