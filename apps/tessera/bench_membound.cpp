@@ -487,7 +487,8 @@ std::int64_t elements_of(const std::string& size) {
   if (size == "tiny") return 1024;  // 4 KiB of f32: threading must not slow it
   if (size == "t1") return kHidden;
   if (size == "t4096") return 4096 * kHidden;
-  return (bench::cold_bytes() * 5 / 8 / 4 + kHidden - 1) / kHidden * kHidden;  // 1.25x the L3 (at least 64 MiB) in f32
+  const std::int64_t l3 = bench::cold_bytes() / 2;  // the L3, at least 64 MiB
+  return (l3 * 5 / 4 / 4 + kHidden - 1) / kHidden * kHidden;  // 1.25x that in f32
 }
 
 void run_case(const CaseMaker& maker, const Env& env, const Run& run) {

@@ -398,7 +398,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
 
   const std::int64_t group = hq / hkv;
   const auto problem = make_problem(ctx, q.dtype, k.dtype, o.dtype, dim, varlen ? std::max<std::int64_t>(1, sq / std::max<std::int64_t>(1, batch)) : sq,
-                                    group, batch * hkv, varlen ? skv : skv, !varlen, attrs.fpmath);
+                                    group, batch * hkv, skv, !varlen, attrs.fpmath);
   const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t workspace = varlen ? 0 : split_workspace(tiling, batch * hkv, skv, sq * group, dim);

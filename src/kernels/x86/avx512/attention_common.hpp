@@ -174,7 +174,7 @@ struct Prefetcher {
   const char* row[2 * Keys];  // K and V rows, interleaved
   int count = 0, next = 0;
   std::int64_t row_bytes = RowBytes;
-  bool to_l1;
+  const bool to_l1;
   explicit Prefetcher(bool prefetch_l1) : to_l1(prefetch_l1) {}
   void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
     count = next = 0;

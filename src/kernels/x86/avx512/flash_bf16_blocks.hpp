@@ -115,10 +115,9 @@ struct Bf16FlashRows {
         if (a.q_dtype == DType::bf16) {
           std::copy_n(static_cast<const std::uint16_t*>(src), head_dim, qr);
         } else {  // f32 q under FpMath::bf16 (kernels/attention.cpp, bf16_q): rounded here, once
-          for (std::int64_t d = 0; d < head_dim; d += 16) {
-            const __mmask16 m = tail_mask(head_dim - d);
+          for_each16(head_dim, [&](std::int64_t d, __mmask16 m) {
             store16(qr + d, DType::bf16, load16(advance(src, a.q_dtype, d), a.q_dtype, m), m);
-          }
+          });
         }
         std::fill(qr + head_dim, qr + dim, std::uint16_t(0));
       } else {
