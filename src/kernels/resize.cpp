@@ -33,6 +33,8 @@ SourceCoord source_coord(std::int64_t o, std::int64_t in, std::int64_t out, Coor
   return {Wide(2 * o + 1) * in - out, Wide(2) * out};  // (o + 0.5) * in / out - 0.5
 }
 
+bool bf16_rows(const RowProblem& p) { return row_vectorizable(p) && p.x == DType::bf16 && p.y == DType::bf16; }
+
 Wide floor_div(Wide num, Wide den) {
   const Wide q = num / den;
   return (num % den != 0 && num < 0) ? q - 1 : q;
@@ -61,6 +63,7 @@ LinearTaps resize_linear_taps(std::int64_t o, std::int64_t in, std::int64_t out,
 
 std::span<const KernelRow<ResizeFamily>> rows(ResizeFamily) {
   static const KernelRow<ResizeFamily> kRows[] = {
+      {"resize_avx512_bf16", hw::Isa::avx512_bf16, bf16_rows, row_tiling, avx512_bf16::resize},
       {"resize_avx512", hw::Isa::avx512, row_vectorizable, row_tiling, avx512::resize},
       {"resize_avx2", hw::Isa::avx2, row_vectorizable, row_tiling, avx2::resize},
       {"resize_ref", hw::Isa::scalar, supports_all, row_tiling, ref::resize},

@@ -102,5 +102,6 @@ class InterpolatedRows {
 namespace ref { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx2 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
 namespace avx512 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
+namespace avx512_bf16 { void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1); }
 
 }  // namespace tessera::kernels
