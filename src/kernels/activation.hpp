@@ -21,6 +21,23 @@ enum class ExpTiny { subnormal, normal };
 // (subnormal), or would leave the normal range (normal).
 constexpr float exp_floor(ExpTiny tiny) { return tiny == ExpTiny::normal ? -87.0f : -103.972084f; }
 
+// Vector instructions per 16 elements of each activation's SIMD loop, its
+// loads and stores included (rough counts of the AVX-512 f32 forms), for
+// tiling's arithmetic_bound.
+constexpr int act_work(Act act) {
+  switch (act) {
+    case Act::none: return 3;
+    case Act::relu: return 4;
+    case Act::exp: return 16;
+    case Act::sigmoid: return 21;
+    case Act::silu: return 20;
+    case Act::tanh: return 23;
+    case Act::gelu_tanh: return 28;
+    case Act::gelu_erf: return 30;
+  }
+  return 0;
+}
+
 // Calls f(std::integral_constant<Act, A>{}) for the run-time `act`, so a
 // kernel's loop is compiled once per activation with no switch inside it.
 template <class F>

@@ -1,12 +1,21 @@
 #include "kernels/group_norm.hpp"
 
+#include "kernels/activation.hpp"
+
 namespace tessera::kernels {
 
 namespace {
 bool unit_stride(const GroupNormProblem& p) { return p.unit_stride; }
 bool bf16_output(const GroupNormProblem& p) { return p.unit_stride && p.y == DType::bf16; }
+// Vector instructions per 16 elements (tiling.hpp, arithmetic_bound): the
+// statistics' load, subtract, add and FMA, the apply's load, subtract, FMA
+// and store, and the conversions; the SiLU on top.
+constexpr int kGroupNormWork = 10;
 ElementwiseTiling group_norm_tiling(const GroupNormProblem& p, const hw::Info& hw) {
-  return elementwise_tiling(p.numel, p.bytes_per_element, hw);
+  ElementwiseTiling t = elementwise_tiling(p.numel, p.bytes_per_element, hw);
+  const int work = kGroupNormWork + (p.silu ? act_work(Act::silu) : 0);
+  t.stream_output = t.stream_output && !arithmetic_bound(work, p.bytes_per_element);
+  return t;
 }
 }  // namespace
 

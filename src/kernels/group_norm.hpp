@@ -45,6 +45,7 @@ struct GroupNormProblem {
   std::int64_t bytes_per_element;  // all x-shaped operands together
   bool unit_stride;                // every x-shaped operand has stride 1 along the lines
   DType y;
+  bool silu;                       // the apply's SiLU: arithmetic for the tiling
 };
 
 struct GroupNormKernels {

@@ -8,8 +8,14 @@ bool is_small_int(DType t) { return t == DType::i8 || t == DType::u8 || t == DTy
 // 8- or 4-bit integers (i32 dequantization stays on the reference).
 bool quantize_vectorizable(const QuantProblem& p) { return p.unit_stride && p.byte_aligned && is_small_int(p.y); }
 bool dequantize_vectorizable(const QuantProblem& p) { return p.unit_stride && p.byte_aligned && is_small_int(p.x); }
+// Vector instructions per 16 elements (tiling.hpp, arithmetic_bound):
+// scaling, rounding, saturating and packing, or unpacking and scaling.
+constexpr int kQuantizeWork = 12, kDequantizeWork = 8;
 ElementwiseTiling tiling(const QuantProblem& p, const hw::Info& hw) {
-  return elementwise_tiling(p.n, bytes_of(p.x) + bytes_of(p.y), hw);
+  const std::int64_t bytes = bytes_of(p.x) + bytes_of(p.y);
+  ElementwiseTiling t = elementwise_tiling(p.n, bytes, hw);
+  t.stream_output = t.stream_output && !arithmetic_bound(is_small_int(p.y) ? kQuantizeWork : kDequantizeWork, bytes);
+  return t;
 }
 }  // namespace
 

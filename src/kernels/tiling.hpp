@@ -15,6 +15,7 @@ struct ElementwiseTiling {
   // The op moves more bytes than the last-level cache holds: its output cannot
   // stay cached, so the kernels write it with streaming stores, which skip
   // reading each line before overwriting it (a third of a unary op's traffic).
+  // Families whose kernels are arithmetic_bound turn them off.
   bool stream_output;
 };
 // Elements per task for an op over n elements moving bytes_per_element each.
@@ -34,5 +35,21 @@ struct RowTiling {
 RowTiling row_tiling(const RowProblem& p, const hw::Info& hw);
 // Float storage everywhere and unit column strides: what the SIMD row kernels take.
 bool row_vectorizable(const RowProblem& p);
+
+// Whether a kernel doing `work` vector instructions per 16 elements (a rough
+// count of its loop) while moving bytes_per_element is bound by its
+// arithmetic rather than by memory: more than two instructions per byte.
+// Such kernels keep plain stores past the L3. Streaming stores leave the
+// core only as fast as memory takes them, so a core with arithmetic to do
+// stalls on them where plain stores let it overlap the two, despite the
+// read of each line they cost. Measured with one binary, the two kinds of
+// store alternating (bench membound large, AMD EPYC Turin, 1 / 2 threads),
+// plain over streaming: silu bf16 0.77-0.87x the time, gelu 0.78-0.88,
+// tanh 0.83-0.86, softmax bf16 0.74-0.91, resize bilinear 0.69-0.84,
+// dequantize to bf16 0.77-0.89; where memory bounds the kernel streaming
+// stays ahead: add 1.26-1.87x, relu 1.26 (1 thread), exp over f32 (16 per
+// 16 elements of 8 bytes) 1.05-1.17, layer_norm bf16 1.26-1.47, transpose
+// 1.7-1.9.
+constexpr bool arithmetic_bound(int work, std::int64_t bytes_per_element) { return work > 2 * bytes_per_element; }
 
 }  // namespace tessera::kernels

@@ -392,7 +392,7 @@ Result<PlanPtr> GroupNorm::plan(Context& ctx, const TensorDesc& x, const std::op
     bytes = saturating_add(bytes, traffic_bytes({*descs[k]}));
     for (const LineSpace* ls : {&s.stats, &s.apply}) unit_stride = unit_stride && (ls->strides[k] == 1 || ls->len <= 1);
   }
-  const kernels::GroupNormProblem problem{x.numel(), bytes_per_element, unit_stride, y.dtype};
+  const kernels::GroupNormProblem problem{x.numel(), bytes_per_element, unit_stride, y.dtype, attrs.silu};
   const auto* row = kernels::select<kernels::GroupNormFamily>(problem, ctx.isa());
   s.stream_y = row->tiling(problem, ctx.hw()).stream_output;
   if (x.numel() > 0) {
@@ -404,7 +404,7 @@ Result<PlanPtr> GroupNorm::plan(Context& ctx, const TensorDesc& x, const std::op
       // 1.3x at 2 than passes of one (bf16 and f32, large, interleaved).
       // Tasks are sized for one pass, the work between two waits.
       s.samples_per_pass = std::clamp<std::int64_t>(ctx.hw().l2_bytes * ctx.hw().cores / (s.spatial * C * bytes_per_element), 1, s.n);
-      const kernels::GroupNormProblem pass{s.samples_per_pass * s.spatial * C, bytes_per_element, unit_stride, y.dtype};
+      const kernels::GroupNormProblem pass{s.samples_per_pass * s.spatial * C, bytes_per_element, unit_stride, y.dtype, attrs.silu};
       const std::int64_t grain = row->tiling(pass, ctx.hw()).grain;
       s.rows_per_unit = std::clamp<std::int64_t>(grain / C, 1, s.spatial);
       s.blocks = (s.spatial + s.rows_per_unit - 1) / s.rows_per_unit;

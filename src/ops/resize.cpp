@@ -149,8 +149,15 @@ Result<PlanPtr> Resize::plan(Context& ctx, const TensorDesc& x, const TensorDesc
                                  nullptr, y.strides[hd], y.strides[wd], nhwc ? y.strides[cd] : 0};
   const kernels::RowProblem problem{x.dtype, y.dtype, x.dtype, planes.numel() * ho, wo * channels, unit_stride};
   const auto* row = kernels::select<kernels::ResizeFamily>(problem, ctx.isa());
-  return PlanPtr(std::make_shared<ResizePlan>(x, y, row, row->tiling(problem, ctx.hw()), planes, ho, args,
-                                              make_table(h, ho, attrs), make_table(w, wo, attrs)));
+  kernels::RowTiling tiling = row->tiling(problem, ctx.hw());
+  // Bilinear's two passes of blends, ~20 vector instructions per 16 outputs
+  // (the per-row interpolation of a source row, then the blend of two), are
+  // arithmetic_bound (kernels/tiling.hpp) against an element read and one
+  // written: plain stores.
+  constexpr int kBilinearWork = 20;
+  if (args.bilinear && kernels::arithmetic_bound(kBilinearWork, 2 * bytes_of(x.dtype))) tiling.stream_output = false;
+  return PlanPtr(std::make_shared<ResizePlan>(x, y, row, tiling, planes, ho, args, make_table(h, ho, attrs),
+                                              make_table(w, wo, attrs)));
 }
 
 Status resize(Stream& stream, const Tensor& x, const Tensor& y, const ResizeAttrs& attrs) {
