@@ -12,10 +12,7 @@ bool bf16_output(const GroupNormProblem& p) { return p.unit_stride && p.y == DTy
 // and store, and the conversions; the SiLU on top.
 constexpr int kGroupNormWork = 10;
 ElementwiseTiling group_norm_tiling(const GroupNormProblem& p, const hw::Info& hw) {
-  ElementwiseTiling t = elementwise_tiling(p.numel, p.bytes_per_element, hw);
-  const int work = kGroupNormWork + (p.silu ? act_work(Act::silu) : 0);
-  t.stream_output = t.stream_output && !arithmetic_bound(work, p.bytes_per_element);
-  return t;
+  return elementwise_tiling(p.numel, p.bytes_per_element, hw, kGroupNormWork + (p.silu ? act_work(Act::silu) : 0));
 }
 }  // namespace
 

@@ -12,10 +12,7 @@ bool dequantize_vectorizable(const QuantProblem& p) { return p.unit_stride && p.
 // scaling, rounding, saturating and packing, or unpacking and scaling.
 constexpr int kQuantizeWork = 12, kDequantizeWork = 8;
 ElementwiseTiling tiling(const QuantProblem& p, const hw::Info& hw) {
-  const std::int64_t bytes = bytes_of(p.x) + bytes_of(p.y);
-  ElementwiseTiling t = elementwise_tiling(p.n, bytes, hw);
-  t.stream_output = t.stream_output && !arithmetic_bound(is_small_int(p.y) ? kQuantizeWork : kDequantizeWork, bytes);
-  return t;
+  return elementwise_tiling(p.n, bytes_of(p.x) + bytes_of(p.y), hw, is_small_int(p.y) ? kQuantizeWork : kDequantizeWork);
 }
 }  // namespace
 

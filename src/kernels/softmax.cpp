@@ -14,9 +14,7 @@ bool bf16_rows(const RowProblem& p) { return row_vectorizable(p) && p.x == DType
 // exp's, which the max, the sum and the scaling ride along.
 constexpr int kSoftmaxWork = act_work(Act::exp);
 RowTiling softmax_tiling(const RowProblem& p, const hw::Info& hw) {
-  RowTiling t = row_tiling(p, hw);
-  t.stream_output = t.stream_output && !arithmetic_bound(kSoftmaxWork, bytes_of(p.x) + bytes_of(p.y));
-  return t;
+  return row_tiling(p, hw, kSoftmaxWork);
 }
 }  // namespace
 

@@ -8,18 +8,20 @@ namespace {
 constexpr std::int64_t kMinTaskBytes = 64 << 10;
 }
 
-ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw) {
+ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw, int work) {
   const std::int64_t min_grain = std::max<std::int64_t>(1, kMinTaskBytes / std::max<std::int64_t>(bytes_per_element, 1));
   const std::int64_t share = (n + hw.cores - 1) / hw.cores;
   // Round to 64 elements so task boundaries fall on cache lines.
-  return {std::max(min_grain, (share + 63) / 64 * 64), n * bytes_per_element > hw.l3_bytes};
+  return {std::max(min_grain, (share + 63) / 64 * 64),
+          n * bytes_per_element > hw.l3_bytes && !arithmetic_bound(work, bytes_per_element)};
 }
 
-RowTiling row_tiling(const RowProblem& p, const hw::Info& hw) {
+RowTiling row_tiling(const RowProblem& p, const hw::Info& hw, int work) {
   const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / 8 / std::max<std::int64_t>(p.cols, 1));
   const std::int64_t share = (p.rows + hw.cores - 1) / hw.cores;
-  const std::int64_t bytes = p.rows * p.cols * (bytes_of(p.x) + bytes_of(p.y));
-  return {std::max<std::int64_t>(1, std::min(share, std::max(min_rows, (share + 3) / 4))), bytes > hw.l3_bytes};
+  const std::int64_t bytes_per_element = bytes_of(p.x) + bytes_of(p.y);
+  return {std::max<std::int64_t>(1, std::min(share, std::max(min_rows, (share + 3) / 4))),
+          p.rows * p.cols * bytes_per_element > hw.l3_bytes && !arithmetic_bound(work, bytes_per_element)};
 }
 
 bool row_vectorizable(const RowProblem& p) {

@@ -10,32 +10,6 @@
 
 namespace tessera::kernels {
 
-struct ElementwiseTiling {
-  std::int64_t grain;  // elements per task
-  // The op moves more bytes than the last-level cache holds: its output cannot
-  // stay cached, so the kernels write it with streaming stores, which skip
-  // reading each line before overwriting it (a third of a unary op's traffic).
-  // Families whose kernels are arithmetic_bound turn them off.
-  bool stream_output;
-};
-// Elements per task for an op over n elements moving bytes_per_element each.
-ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw);
-
-struct RowProblem {
-  DType x, y, param;  // param: gamma's dtype
-  std::int64_t rows, cols;
-  bool unit_stride;   // x, y and gamma all have stride 1 along cols
-};
-
-struct RowTiling {
-  std::int64_t rows_per_task;
-  bool stream_output;  // as ElementwiseTiling's
-};
-// Rows per task so that a task moves at least ~64 KiB and each core gets a share.
-RowTiling row_tiling(const RowProblem& p, const hw::Info& hw);
-// Float storage everywhere and unit column strides: what the SIMD row kernels take.
-bool row_vectorizable(const RowProblem& p);
-
 // Whether a kernel doing `work` vector instructions per 16 elements (a rough
 // count of its loop) while moving bytes_per_element is bound by its
 // arithmetic rather than by memory: more than two instructions per byte.
@@ -51,5 +25,34 @@ bool row_vectorizable(const RowProblem& p);
 // 16 elements of 8 bytes) 1.05-1.17, layer_norm bf16 1.26-1.47, transpose
 // 1.7-1.9.
 constexpr bool arithmetic_bound(int work, std::int64_t bytes_per_element) { return work > 2 * bytes_per_element; }
+
+struct ElementwiseTiling {
+  std::int64_t grain;  // elements per task
+  // The op moves more bytes than the last-level cache holds: its output cannot
+  // stay cached, so the kernels write it with streaming stores, which skip
+  // reading each line before overwriting it (a third of a unary op's traffic),
+  // unless its kernel's `work` makes it arithmetic_bound.
+  bool stream_output;
+};
+// Elements per task for an op over n elements moving bytes_per_element each,
+// its kernel doing `work` vector instructions per 16 of them.
+ElementwiseTiling elementwise_tiling(std::int64_t n, std::int64_t bytes_per_element, const hw::Info& hw, int work = 0);
+
+struct RowProblem {
+  DType x, y, param;  // param: gamma's dtype
+  std::int64_t rows, cols;
+  bool unit_stride;   // x, y and gamma all have stride 1 along cols
+};
+
+struct RowTiling {
+  std::int64_t rows_per_task;
+  bool stream_output;  // as ElementwiseTiling's
+};
+// Rows per task so that a task moves at least ~64 KiB and each core gets a
+// share; `work` as elementwise_tiling's.
+RowTiling row_tiling(const RowProblem& p, const hw::Info& hw, int work);
+inline RowTiling row_tiling(const RowProblem& p, const hw::Info& hw) { return row_tiling(p, hw, 0); }
+// Float storage everywhere and unit column strides: what the SIMD row kernels take.
+bool row_vectorizable(const RowProblem& p);
 
 }  // namespace tessera::kernels

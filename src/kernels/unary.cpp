@@ -8,10 +8,7 @@ bool unit_floats(const UnaryProblem& p) {
 }
 bool unit_floats_to_bf16(const UnaryProblem& p) { return unit_floats(p) && p.y == DType::bf16; }
 ElementwiseTiling tiling(const UnaryProblem& p, const hw::Info& hw) {
-  const std::int64_t bytes = bytes_of(p.x) + bytes_of(p.y);
-  ElementwiseTiling t = elementwise_tiling(p.n, bytes, hw);
-  t.stream_output = t.stream_output && !arithmetic_bound(act_work(p.act), bytes);
-  return t;
+  return elementwise_tiling(p.n, bytes_of(p.x) + bytes_of(p.y), hw, act_work(p.act));
 }
 }  // namespace
 
