@@ -38,6 +38,9 @@ struct GroupNormCoefs {
   std::int64_t stride;
   bool silu;
   bool stream_y;  // streaming stores for y: the op moves more than the L3 holds (ElementwiseTiling::stream_output)
+  // Bytes from x and from the residual to the values the next statistics
+  // pass reads; 0: none. The apply fetches those into cache as it goes.
+  std::int64_t next_x = 0, next_residual = 0;
 };
 
 struct GroupNormProblem {
