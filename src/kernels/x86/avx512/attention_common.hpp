@@ -9,7 +9,7 @@
 
 #include "kernels/attention.hpp"
 #include "kernels/x86/load1.hpp"
-#include "kernels/x86/avx512/vec.hpp"
+#include "kernels/x86/avx512/math.hpp"
 
 namespace tessera::kernels::avx512 {
 

@@ -25,21 +25,29 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
   const std::int64_t n = a.n, sa = a.a_stride, sb = a.b_stride, sc = a.c_stride;
   const bool stream = a.stream_y;
   const __m512 a0 = first(pa, at), b0 = first(pb, bt), c0 = pc ? first(pc, ct) : _mm512_setzero_ps();
-  const auto value16 = [&](std::int64_t i, __mmask16 m) {
-    const __m512 g = activate16<Y::value>(operand16(pa, at, sa, i, a0, m), act);
-    const __m512 u = operand16(pb, bt, sb, i, b0, m);
-    return pc ? _mm512_fmadd_ps(g, u, operand16(pc, ct, sc, i, c0, m)) : _mm512_mul_ps(g, u);
+  // y at elements [i, i + 16 N), the last vector's lanes masked by m; N
+  // vectors through the activation at once (math.hpp).
+  const auto values = [&](auto vectors, std::int64_t i, __mmask16 m) __attribute__((always_inline)) {
+    constexpr int N = decltype(vectors)::value;
+    const auto mask = [&](int k) { return k == N - 1 ? m : __mmask16(0xffff); };
+    Vecs<N> g = activate16<Y::value>(vecs_of<N>([&](int k) { return operand16(pa, at, sa, i + 16 * k, a0, mask(k)); }), act);
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) {
+      const __m512 u = operand16(pb, bt, sb, i + 16 * k, b0, mask(k));
+      g.v[k] = pc ? _mm512_fmadd_ps(g.v[k], u, operand16(pc, ct, sc, i + 16 * k, c0, mask(k))) : _mm512_mul_ps(g.v[k], u);
+    }
+    return g;
   };
   std::int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {  // see unary_rows.hpp
-    if (sa) prefetch_ahead(pa + i * bytes_of(at), 32 * bytes_of(at));
-    if (sb) prefetch_ahead(pb + i * bytes_of(bt), 32 * bytes_of(bt));
-    if (pc && sc) prefetch_ahead(pc + i * bytes_of(ct), 32 * bytes_of(ct));
-    put32(py + i * bytes_of(yt), yt, value16(i, 0xffff), value16(i + 16, 0xffff), stream);
+  for (; i + 64 <= n; i += 64) {  // see unary_rows.hpp
+    if (sa) prefetch_ahead(pa + i * bytes_of(at), 64 * bytes_of(at));
+    if (sb) prefetch_ahead(pb + i * bytes_of(bt), 64 * bytes_of(bt));
+    if (pc && sc) prefetch_ahead(pc + i * bytes_of(ct), 64 * bytes_of(ct));
+    put_vecs(py + i * bytes_of(yt), yt, values(std::integral_constant<int, 4>{}, i, 0xffff), stream);
   }
   for (; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
-    put16(py + i * bytes_of(yt), yt, value16(i, m), m, stream);
+    put16(py + i * bytes_of(yt), yt, values(std::integral_constant<int, 1>{}, i, m).v[0], m, stream);
   }
   if (stream) _mm_sfence();
 }

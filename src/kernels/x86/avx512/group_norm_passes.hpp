@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "kernels/group_norm.hpp"
-#include "kernels/x86/avx512/vec.hpp"
+#include "kernels/x86/avx512/math.hpp"
 
 namespace tessera::kernels::avx512 {
 
@@ -188,9 +188,10 @@ __attribute__((always_inline)) static inline void prefetch_next(const char* p, s
 // channel (channels last) or one per line (channels first). `b` and `c` come
 // by value, so their fields stay in registers: through references, every
 // store of y (through char*) made the loop load them all again, and test
-// for each operand per vector. 32 elements per step go out as one 64-byte
-// vector for 16-bit y (put32: one word permute narrows both halves; a
-// vpmovdw store per 16 was most of the bf16 pass), the tail 16 at a time.
+// for each operand per vector. 64 elements per step, as Vecs<4> through the
+// SiLU (math.hpp: the four chains overlap), go out in 64-byte vectors for
+// 16-bit y (put32: one word permute narrows two halves; a vpmovdw store per
+// 16 was most of the bf16 pass), the tail 16 at a time.
 template <bool Residual, bool PerChannel, bool Silu, bool Mul, class B>
 static void apply_lines(const B b, const GroupNormCoefs c) {
   // SiLU to the precision y keeps: for bf16 y (compile-time) exp16_bf16 and
@@ -200,27 +201,39 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
       std::is_same_v<std::remove_cvref_t<decltype(b.y.t)>, std::integral_constant<DType, DType::bf16>> ? DType::bf16 : DType::f32;
   const auto in = b.sum.data ? b.sum : b.x;  // once per call
   const bool stream = c.stream_y;
-  const auto y16 = [&](std::int64_t l, std::int64_t i, __mmask16 m) {
-    __m512 v = in.load(l, i, m);
-    if constexpr (Residual) v = _mm512_add_ps(v, b.residual.load(l, i, m));
-    const auto coef = [&](const float* p) { return PerChannel ? _mm512_maskz_loadu_ps(m, p + i) : _mm512_set1_ps(*p); };
-    __m512 t = _mm512_fmadd_ps(_mm512_sub_ps(v, coef(c.mean)), coef(c.scale), coef(c.bias));
+  // y at elements [i, i + 16 N) of line l, the last vector's lanes masked by m.
+  const auto y_at = [&](auto vectors, std::int64_t l, std::int64_t i, __mmask16 m) __attribute__((always_inline)) {
+    constexpr int N = decltype(vectors)::value;
+    Vecs<N> t;
+#pragma GCC unroll 4
+    for (int k = 0; k < N; ++k) {
+      const __mmask16 mk = k == N - 1 ? m : __mmask16(0xffff);
+      const std::int64_t j = i + 16 * k;
+      __m512 v = in.load(l, j, mk);
+      if constexpr (Residual) v = _mm512_add_ps(v, b.residual.load(l, j, mk));
+      const auto coef = [&](const float* p) { return PerChannel ? _mm512_maskz_loadu_ps(mk, p + j) : _mm512_set1_ps(*p); };
+      t.v[k] = _mm512_fmadd_ps(_mm512_sub_ps(v, coef(c.mean)), coef(c.scale), coef(c.bias));
+    }
     if constexpr (Silu) t = silu16<kSiluPrecision>(t);
-    if constexpr (Mul) t = _mm512_mul_ps(t, b.mul.load(l, i, m));
+    if constexpr (Mul)
+#pragma GCC unroll 4
+      for (int k = 0; k < N; ++k) t.v[k] = _mm512_mul_ps(t.v[k], b.mul.load(l, i + 16 * k, k == N - 1 ? m : __mmask16(0xffff)));
     return t;
   };
   for (std::int64_t l = 0; l < b.lines; ++l) {
     std::int64_t i = 0;
-    for (; i + 32 <= b.len; i += 32) {
-      prefetch_ahead(in.at(l, i), 32 * bytes_of(in.t));
-      if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), 32 * bytes_of(b.residual.t));
-      if (c.next_x) prefetch_next(b.x.at(l, i) + c.next_x, 32 * bytes_of(b.x.t));
-      if (c.next_residual) prefetch_next(b.residual.at(l, i) + c.next_residual, 32 * bytes_of(b.residual.t));
-      put32(b.y.at(l, i), b.y.t, y16(l, i, 0xffff), y16(l, i + 16, 0xffff), stream);
+    for (; i + 64 <= b.len; i += 64) {
+      prefetch_ahead(in.at(l, i), 64 * bytes_of(in.t));
+      if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), 64 * bytes_of(b.residual.t));
+      if (c.next_x) prefetch_next(b.x.at(l, i) + c.next_x, 64 * bytes_of(b.x.t));
+      if (c.next_residual) prefetch_next(b.residual.at(l, i) + c.next_residual, 64 * bytes_of(b.residual.t));
+      const Vecs<4> t = y_at(std::integral_constant<int, 4>{}, l, i, 0xffff);
+      put32(b.y.at(l, i), b.y.t, t.v[0], t.v[1], stream);
+      put32(b.y.at(l, i + 32), b.y.t, t.v[2], t.v[3], stream);
     }
     for (; i < b.len; i += 16) {
       const __mmask16 m = tail_mask(b.len - i);
-      put16(b.y.at(l, i), b.y.t, y16(l, i, m), m, stream);
+      put16(b.y.at(l, i), b.y.t, y_at(std::integral_constant<int, 1>{}, l, i, m).v[0], m, stream);
     }
   }
   if (stream) _mm_sfence();

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "kernels/softmax.hpp"
-#include "kernels/x86/avx512/vec.hpp"
+#include "kernels/x86/avx512/math.hpp"
 
 namespace tessera::kernels::avx512 {
 
