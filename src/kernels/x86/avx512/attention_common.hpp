@@ -361,10 +361,9 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
     const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
     const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
     char* orow = out_row(r);
-    for (std::int64_t d = 0; d < dim; d += 16) {
-      const __mmask16 mask = tail_mask(dim - d);
+    for_each16(dim, [&](std::int64_t d, __mmask16 mask) {
       store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
-    }
+    });
     if (out.lse) out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
   }
 }

@@ -211,11 +211,11 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(qr + b, _MM_HINT_T1);
   }
   for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
-    for (std::int64_t d = 0; d < dim; d += 16) {
+    for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {  // whole vectors unmasked (vec.hpp)
       __m512 x[16];
       for (std::int64_t i = 0; i < 16; ++i) {
         const std::int64_t r = r0 + i;
-        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride + d), a.q_dtype, tail_mask(head_dim - d)))
+        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride + d), a.q_dtype, features))
                         : _mm512_setzero_ps();
       }
       transpose16x16(x);
@@ -223,7 +223,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         _mm256_storeu_ps(q + r0 * dim + (d + j) * kScoreRows, _mm512_castps512_ps256(x[j]));
         _mm256_storeu_ps(q + (r0 + 8) * dim + (d + j) * kScoreRows, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[j]), 1)));
       }
-    }
+    });
   std::fill(o, o + rows * dim, 0.0f);
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
@@ -241,10 +241,9 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));  // issued row by row of the softmax
 
     // 1. kt[d][key] for the block; keys past n are zero.
-    for (std::int64_t d = 0; d < dim; d += 16)
+    for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {
       for (std::int64_t h = 0; 16 * h < n; ++h) {
         __m512 r[16];
-        const __mmask16 features = tail_mask(head_dim - d);
         for (std::int64_t i = 0; i < 16; ++i) {
           const std::int64_t key = 16 * h + i;
           r[i] = key < n ? load_kv16(block.k[key], kv.dtype, d, block.k_scale[key], features) : _mm512_setzero_ps();
@@ -252,12 +251,14 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         transpose16x16(r);
         for (std::int64_t j = 0; j < 16; ++j) _mm512_store_ps(kt + (d + j) * width + 16 * h, r[j]);
       }
+    });
     if (kv.dtype == DType::f32 && (dim == head_dim || half_tail(head_dim))) {  // read in place: no load past a row
       for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
     } else {
       for (std::int64_t i = 0; i < n; ++i) {
-        for (std::int64_t d = 0; d < dim; d += 16)
-          _mm512_store_ps(vb + i * dim + d, load_kv16(block.v[i], kv.dtype, d, block.v_scale[i], tail_mask(head_dim - d)));
+        for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {
+          _mm512_store_ps(vb + i * dim + d, load_kv16(block.v[i], kv.dtype, d, block.v_scale[i], features));
+        });
         vrow[i] = vb + i * dim;
       }
     }
