@@ -94,12 +94,13 @@ static void run_stats(const GroupNormLines& a, float shift, double* sums) {
       for (std::int64_t l = 0; l < b.lines; ++l)
         for (std::int64_t i = 0; i < b.len;) {
           __m512 p1 = _mm512_setzero_ps(), p2 = _mm512_setzero_ps();
-          for (const std::int64_t end = b.len - i > kFlush * 16 ? i + kFlush * 16 : b.len; i < end; i += 16) {
-            const __mmask16 m = tail_mask(b.len - i);
-            const __m512 d = _mm512_maskz_sub_ps(m, b.template stats16<residual(), sum()>(l, i, m), s);  // masked lanes add nothing
+          const std::int64_t end = b.len - i > kFlush * 16 ? i + kFlush * 16 : b.len;
+          for_each16(end - i, [&](std::int64_t j, __mmask16 m) {  // whole vectors unmasked (vec.hpp)
+            const __m512 d = _mm512_maskz_sub_ps(m, b.template stats16<residual(), sum()>(l, i + j, m), s);  // masked lanes add nothing
             p1 = _mm512_add_ps(p1, d);
             p2 = _mm512_fmadd_ps(d, d, p2);
-          }
+          });
+          i = end;
           t1 = _mm512_add_pd(t1, widen_sum(p1));
           t2 = _mm512_add_pd(t2, widen_sum(p2));
         }

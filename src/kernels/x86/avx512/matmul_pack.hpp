@@ -60,13 +60,15 @@ __attribute__((always_inline)) static inline void prefetch_a_row(const MatmulArg
 static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
                               float* dst, std::int64_t mr) {
   pack_a_units<1>(m0, m1, kc, dst, mr, [&](std::int64_t m, std::int64_t k) {
-    const __mmask16 mask = tail_mask(kc - k);
-    if (p.a_q) {
-      const auto* q = reinterpret_cast<const __m128i*>(p.a_q + m * p.a_q_stride + k0 + k);
-      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, q))), _mm512_set1_ps(p.a_scales[m]));
-    }
-    prefetch_a_row(p, m, k0 + k);
-    return load_a16(p, m, k0 + k, mask);
+    const auto load = [&](__mmask16 mask) {
+      if (p.a_q) {
+        const auto* q = reinterpret_cast<const __m128i*>(p.a_q + m * p.a_q_stride + k0 + k);
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, q))), _mm512_set1_ps(p.a_scales[m]));
+      }
+      prefetch_a_row(p, m, k0 + k);
+      return load_a16(p, m, k0 + k, mask);
+    };
+    return kc - k >= 16 ? load(0xffff) : load(tail_mask(kc - k));  // whole vectors unmasked (vec.hpp, for_each16)
   });
 }
 
@@ -197,8 +199,8 @@ class BRows32 {
   void raw(std::int64_t k, __m512& lo, __m512& hi) {
     const std::int64_t at = k * p_.b_row_stride + n_ * p_.b_col_stride;
     if (p_.b_col_stride == 1) {
-      lo = load16(advance(p_.b, p_.b_dtype, at), p_.b_dtype, tail_mask(cols_));
-      hi = load16(advance(p_.b, p_.b_dtype, at + 16), p_.b_dtype, tail_mask(std::max<std::int64_t>(0, cols_ - 16)));
+      lo = load16_first(advance(p_.b, p_.b_dtype, at), p_.b_dtype, cols_);
+      hi = load16_first(advance(p_.b, p_.b_dtype, at + 16), p_.b_dtype, std::max<std::int64_t>(0, cols_ - 16));
       return;
     }
     alignas(64) float v[32] = {};

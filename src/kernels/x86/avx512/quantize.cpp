@@ -106,15 +106,17 @@ static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std
   const __m512 scale0 = _mm512_set1_ps(scale[0]);
   const QuantRange range = quant_range(qt);
   const __m512 lo = _mm512_set1_ps(float(range.lo)), hi = _mm512_set1_ps(float(range.hi));
-  for (std::int64_t i = i0; i < i1; i += 16) {
+  // Whole vectors with the constant mask and count, so their loads and
+  // stores compile unmasked (vec.hpp, for_each16).
+  for_each16(i1 - i0, [&](std::int64_t j, __mmask16 m) {
+    const std::int64_t i = i0 + j, n = m == 0xffff ? 16 : i1 - i;
     prefetch_ahead(x + i * bytes_of(xt), 16 * bytes_of(xt));  // the division leaves time to wait on misses
-    const __mmask16 m = tail_mask(i1 - i);
     const __m512 s = per_element ? _mm512_maskz_loadu_ps(m, scale + i) : scale0;
     __m512 q = _mm512_roundscale_ps(_mm512_div_ps(load16(x + i * bytes_of(xt), xt, m), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q);  // NaN -> 0, the zero point
     q = _mm512_min_ps(_mm512_max_ps(q, lo), hi);
-    store_q16(a.y, qt, a.y_offset + i, _mm512_cvtps_epi32(q), std::min<std::int64_t>(16, i1 - i));
-  }
+    store_q16(a.y, qt, a.y_offset + i, _mm512_cvtps_epi32(q), n);
+  });
 }
 
 // Division, not a multiply by the reciprocal: bit-identical to the reference.

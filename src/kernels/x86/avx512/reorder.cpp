@@ -39,10 +39,7 @@ static void copy_runs(const ReorderArgs& a) {
       copy_bytes(y, x, a.cols * xs, a.stream_y);
       continue;
     }
-    for (std::int64_t c = 0; c < a.cols; c += 16) {
-      const __mmask16 m = tail_mask(a.cols - c);
-      put16(y + c * ys, a.y_dtype, load16(x + c * xs, a.x_dtype, m), m, a.stream_y);
-    }
+    for_each16(a.cols, [&](std::int64_t c, __mmask16 m) { put16(y + c * ys, a.y_dtype, load16(x + c * xs, a.x_dtype, m), m, a.stream_y); });
   }
   if (a.stream_y) _mm_sfence();
 }

@@ -72,6 +72,12 @@ static inline __m512 load16(const void* p, DType t, __mmask16 m) {
   }
 }
 
+// load16 of the first min(n, 16) elements (0 <= n), 0 past them: unmasked
+// when n >= 16 (see for_each16).
+static inline __m512 load16_first(const void* p, DType t, std::int64_t n) {
+  return n >= 16 ? load16(p, t, 0xffff) : load16(p, t, tail_mask(n));
+}
+
 // f32 lanes rounded to bf16 in place: the upper half of each lane is the
 // bf16, rounded to nearest even, NaN kept quiet. Integer arithmetic, not
 // vcvtneps2bf16: that instruction flushes subnormal inputs to zero.
