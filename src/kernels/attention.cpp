@@ -45,12 +45,12 @@ bool decode_bf16_dot(const AttentionProblem& p) {
 bool bf16_q(const AttentionProblem& p) { return p.q == DType::bf16 || (p.q == DType::f32 && p.bf16_math); }
 
 // Blocks of query rows per task: as many as keep their state (`row_bytes`
-// each: q, the f32 sums, a row of scores) within a quarter of L2, a power of
+// each: q, the f32 sums, a row of scores) within `budget` bytes, a power of
 // two from 16 up to `max_rows`; smaller when that leaves fewer than 4 tasks
 // per thread.
-AttentionTiling row_blocks(const AttentionProblem& p, const hw::Info& hw, std::int64_t row_bytes, std::int64_t max_rows) {
+AttentionTiling row_blocks(const AttentionProblem& p, std::int64_t budget, std::int64_t row_bytes, std::int64_t max_rows) {
   std::int64_t rows = 16;
-  while (rows < max_rows && 2 * rows * row_bytes <= hw.l2_bytes / 4) rows *= 2;
+  while (rows < max_rows && 2 * rows * row_bytes <= budget) rows *= 2;
   std::int64_t positions = std::max<std::int64_t>(1, rows / std::max<std::int64_t>(1, p.group));
   while (positions > 1 && p.units * ((p.positions + positions - 1) / positions) < 4 * p.threads) positions /= 2;
   return {positions, 0};
@@ -61,11 +61,17 @@ AttentionTiling row_blocks(const AttentionProblem& p, const hw::Info& hw, std::i
 // then serves more rows. Measured interleaved, 1 thread, against 64 rows
 // (f32) / 128 (AMX): f32 prefill S = 1024 (d 128, 128 rows) 148 -> 132 ms,
 // S = 4096 (d 64) 244 -> 219 ms; AMX d 64 3-4 % faster.
+// The f32 rows may fill all of L2 when a kv head's K and V are past the L3:
+// each task streams them from memory then, and too few rows per task left
+// it waiting on memory (SD VAE's attention in one head of 512 over 4096
+// tokens, 1 thread, alternating, 4 rounds: 32 rows 274-302 ms, 128 rows
+// 227-237). The bf16 kernel measured slower so (114-118 -> 137-139 ms).
 AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
-  return row_blocks(p, hw, 8 * p.head_dim + 4 * 128, 256);
+  const bool kv_in_memory = 2 * p.kv_len * p.head_dim * std::int64_t(bytes_of(p.kv)) > hw.l3_bytes;
+  return row_blocks(p, kv_in_memory ? hw.l2_bytes : hw.l2_bytes / 4, 8 * p.head_dim + 4 * 128, 256);
 }
 AttentionTiling bf16_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
-  return row_blocks(p, hw, 6 * p.head_dim + 6 * 64, 256);
+  return row_blocks(p, hw.l2_bytes / 4, 6 * p.head_dim + 6 * 64, 256);
 }
 
 AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info& hw) {
