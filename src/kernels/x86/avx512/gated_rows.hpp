@@ -39,11 +39,22 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
     return g;
   };
   std::int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {  // see unary_rows.hpp
-    if (sa) prefetch_ahead(pa + i * bytes_of(at), 64 * bytes_of(at));
-    if (sb) prefetch_ahead(pb + i * bytes_of(bt), 64 * bytes_of(bt));
-    if (pc && sc) prefetch_ahead(pc + i * bytes_of(ct), 64 * bytes_of(ct));
-    put_vecs(py + i * bytes_of(yt), yt, values(std::integral_constant<int, 4>{}, i, 0xffff), stream);
+  const auto fetch = [&](std::int64_t elements) {
+    if (sa) prefetch_ahead(pa + i * bytes_of(at), elements * bytes_of(at));
+    if (sb) prefetch_ahead(pb + i * bytes_of(bt), elements * bytes_of(bt));
+    if (pc && sc) prefetch_ahead(pc + i * bytes_of(ct), elements * bytes_of(ct));
+  };
+  // 16-bit y: four vectors through the activation at once (math.hpp); f32
+  // y: two per step, one after the other (see unary_rows.hpp).
+  if (bytes_of(yt) == 2)
+    for (; i + 64 <= n; i += 64) {
+      fetch(64);
+      put_vecs(py + i * bytes_of(yt), yt, values(std::integral_constant<int, 4>{}, i, 0xffff), stream);
+    }
+  for (; i + 32 <= n; i += 32) {
+    fetch(32);
+    put32(py + i * bytes_of(yt), yt, values(std::integral_constant<int, 1>{}, i, 0xffff).v[0],
+          values(std::integral_constant<int, 1>{}, i + 16, 0xffff).v[0], stream);
   }
   for (; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
