@@ -9,9 +9,11 @@
 // fills the scheduler with instructions that wait on their neighbours.
 // Cycles per 16 elements in cache, one vector per call against Vecs<4>: the
 // group norm's apply with a residual and SiLU, bf16, 14-17 -> 10.9; unary
-// bf16 silu 9.1 -> 8.2, tanh 10.7 -> 9.3, gelu_tanh 10.1 -> 8.7, f32 silu
-// 8.9 -> 7.6. Vecs<8> gained a little more on some and spilled registers
-// in others (gelu_erf). Static functions only (see vec.hpp).
+// bf16 silu 9.1 -> 8.2, tanh 10.7 -> 9.3, gelu_tanh 10.1 -> 8.7. Vecs<8>
+// gained a little more on some and spilled registers in others (gelu_erf).
+// Where memory bounds the loop the gain can turn into a loss (unary and
+// gated ops on f32 at 2 threads, softmax's sum pass): measure each use.
+// Static functions only (see vec.hpp).
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
