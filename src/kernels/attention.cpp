@@ -56,18 +56,21 @@ AttentionTiling row_blocks(const AttentionProblem& p, std::int64_t budget, std::
   return {positions, 0};
 }
 
-// Up to 256 rows (as many as the rows' state allows in a quarter of L2): each
-// block of K and V, transposed (f32) or packed into tiles (AMX) per task,
-// then serves more rows. Measured interleaved, 1 thread, against 64 rows
+// Up to 256 rows (as many as the rows' state allows in a quarter of L2, but
+// see below): each block of K and V, transposed (f32) or packed into tiles
+// (AMX) per task, then serves more rows. Measured interleaved, 1 thread, against 64 rows
 // (f32) / 128 (AMX): f32 prefill S = 1024 (d 128, 128 rows) 148 -> 132 ms,
 // S = 4096 (d 64) 244 -> 219 ms; AMX d 64 3-4 % faster.
-// The f32 rows may fill all of L2 when a kv head's K and V are past the L3:
-// each task streams them from memory then, and too few rows per task left
-// it waiting on memory (SD VAE's attention in one head of 512 over 4096
-// tokens, 1 thread, alternating, 4 rounds: 32 rows 274-302 ms, 128 rows
-// 227-237). The bf16 kernel measured slower so (114-118 -> 137-139 ms).
+// The f32 rows may fill all of L2 when the K and V of the kv heads the
+// threads work on at once are past the L3: each task streams them from
+// memory then, and too few rows per task left it waiting on memory (SD
+// VAE's attention in one head of 512 over 4096 tokens, 1 thread,
+// alternating, 4 rounds: 32 rows 274-302 ms, 128 rows 227-237; with the
+// transposed K block on top, 1.1 MiB of a 1 MiB L2). The bf16 kernel
+// measured slower so (114-118 -> 137-139 ms).
 AttentionTiling flash_tiling(const AttentionProblem& p, const hw::Info& hw) {
-  const bool kv_in_memory = 2 * p.kv_len * p.head_dim * std::int64_t(bytes_of(p.kv)) > hw.l3_bytes;
+  const std::int64_t kv_head_bytes = 2 * p.kv_len * p.head_dim * std::int64_t(bytes_of(p.kv));
+  const bool kv_in_memory = std::min(p.units, std::max<std::int64_t>(1, p.threads)) * kv_head_bytes > hw.l3_bytes;
   return row_blocks(p, kv_in_memory ? hw.l2_bytes : hw.l2_bytes / 4, 8 * p.head_dim + 4 * 128, 256);
 }
 AttentionTiling bf16_flash_tiling(const AttentionProblem& p, const hw::Info& hw) {

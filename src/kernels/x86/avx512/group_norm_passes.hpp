@@ -190,9 +190,9 @@ __attribute__((always_inline)) static inline void prefetch_next(const char* p, s
 // by value, so their fields stay in registers: through references, every
 // store of y (through char*) made the loop load them all again, and test
 // for each operand per vector. 64 elements per step, as Vecs<4> through the
-// SiLU (math.hpp: the four chains overlap), go out in 64-byte vectors for
-// 16-bit y (put32: one word permute narrows two halves; a vpmovdw store per
-// 16 was most of the bf16 pass), the tail 16 at a time.
+// SiLU (math.hpp: the four chains overlap), then 32 as Vecs<2>, go out in
+// 64-byte vectors for 16-bit y (put32: one word permute narrows two halves;
+// a vpmovdw store per 16 was most of the bf16 pass), the tail 16 at a time.
 template <bool Residual, bool PerChannel, bool Silu, bool Mul, class B>
 static void apply_lines(const B b, const GroupNormCoefs c) {
   // SiLU to the precision y keeps: for bf16 y (compile-time) exp16_bf16 and
@@ -222,20 +222,27 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
     return t;
   };
   for (std::int64_t l = 0; l < b.lines; ++l) {
+    // n elements from i of line l: theirs ahead into L1, the next pass's into L2.
+    const auto fetch = [&](std::int64_t i, std::int64_t n) {
+      prefetch_ahead(in.at(l, i), n * bytes_of(in.t));
+      if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), n * bytes_of(b.residual.t));
+      if (c.next_x) prefetch_next(b.x.at(l, i) + c.next_x, n * bytes_of(b.x.t));
+      if (c.next_residual) prefetch_next(b.residual.at(l, i) + c.next_residual, n * bytes_of(b.residual.t));
+    };
     std::int64_t i = 0;
     for (; i + 64 <= b.len; i += 64) {
-      prefetch_ahead(in.at(l, i), 64 * bytes_of(in.t));
-      if constexpr (Residual) prefetch_ahead(b.residual.at(l, i), 64 * bytes_of(b.residual.t));
-      if (c.next_x) prefetch_next(b.x.at(l, i) + c.next_x, 64 * bytes_of(b.x.t));
-      if (c.next_residual) prefetch_next(b.residual.at(l, i) + c.next_residual, 64 * bytes_of(b.residual.t));
-      const Vecs<4> t = y_at(std::integral_constant<int, 4>{}, l, i, 0xffff);
-      put32(b.y.at(l, i), b.y.t, t.v[0], t.v[1], stream);
-      put32(b.y.at(l, i + 32), b.y.t, t.v[2], t.v[3], stream);
+      fetch(i, 64);
+      put_vecs(b.y.at(l, i), b.y.t, y_at(std::integral_constant<int, 4>{}, l, i, 0xffff), stream);
     }
-    for (; i < b.len; i += 16) {
-      const __mmask16 m = tail_mask(b.len - i);
-      put16(b.y.at(l, i), b.y.t, y_at(std::integral_constant<int, 1>{}, l, i, m).v[0], m, stream);
+    if (i + 32 <= b.len) {
+      fetch(i, 32);
+      put_vecs(b.y.at(l, i), b.y.t, y_at(std::integral_constant<int, 2>{}, l, i, 0xffff), stream);
+      i += 32;
     }
+    for_each16(b.len - i, [&](std::int64_t j, __mmask16 m) {
+      fetch(i + j, 16);
+      put16(b.y.at(l, i + j), b.y.t, y_at(std::integral_constant<int, 1>{}, l, i + j, m).v[0], m, stream);
+    });
   }
   if (stream) _mm_sfence();
 }

@@ -14,6 +14,7 @@
 // Where memory bounds the loop the gain can turn into a loss (unary and
 // gated ops on f32 at 2 threads, softmax's sum pass): measure each use.
 // Static functions only (see vec.hpp).
+#include "kernels/activation.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
@@ -78,6 +79,7 @@ __attribute__((always_inline)) static inline Vecs<N> vecs_of(F f) {
 // Stores 16 N elements (N even) as put32 does.
 template <int N>
 __attribute__((always_inline)) static inline void put_vecs(void* p, DType t, const Vecs<N>& v, bool stream) {
+  static_assert(N % 2 == 0);
 #pragma GCC unroll 8
   for (int k = 0; k < N; k += 2) put32(static_cast<char*>(p) + 16 * k * bytes_of(t), t, v.v[k], v.v[k + 1], stream);
 }

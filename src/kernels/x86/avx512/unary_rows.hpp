@@ -24,10 +24,9 @@ static void unary_rows(const UnaryArgs& a, YT yt) {
       std::int64_t i = 0;
       // No masks but in the tail. 16-bit y: four vectors through the
       // activation at once (math.hpp). f32 y: two per step, one after the
-      // other; there, at twice the bytes, the four measured mixed and mostly
-      // slower at 2 threads (gelu, silu, tanh; swiglu and silu_mul_add:
-      // 1.08-1.15x the time), the loop waiting on memory more than on the
-      // arithmetic.
+      // other; there, at twice the bytes, four measured mixed and mostly
+      // slower at 2 threads (gelu, silu, tanh past the L3), the loop waiting
+      // on memory more than on the arithmetic.
       if constexpr (ys == 2)
         for (; i + 64 <= n; i += 64) {
           prefetch_ahead(x + i * xs, 64 * xs);

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
 #include "tessera/core/dtype.hpp"
 
