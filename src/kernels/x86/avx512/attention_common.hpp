@@ -159,7 +159,7 @@ constexpr std::int64_t kMaxRows = 16;
 // alternating, 5 rounds: f32 1.75 -> 1.61 ms at 1 thread, 1.06 -> 0.91 at
 // 2; bf16 0.86 -> 0.81, 0.50 -> 0.42; int8 even (on Sapphire Rapids, also
 // 48 KiB, the hint measured within noise). And into L1, the next block
-// rather than the one after (blocks_ahead): the lines wait there for a
+// rather than the one after (add_block_ahead): the lines wait there for a
 // block's time instead of two, crowding the rows in use less (Turin,
 // alternating, 4 rounds, 1 / 2 threads: decode_b8_kv1024 f32 3.68 -> 3.15,
 // 1.82 -> 1.64 ms, bf16 1.96 -> 1.54, 0.98 -> 0.86; decode_b1_kv16384 f32
@@ -181,8 +181,13 @@ struct Prefetcher {
   std::int64_t row_bytes = RowBytes;
   const bool to_l1;
   explicit Prefetcher(bool prefetch_l1) : to_l1(prefetch_l1) {}
-  // How many blocks ahead of the one computed the decode kernels fetch.
-  std::int64_t blocks_ahead() const { return to_l1 ? 1 : 2; }
+  // The decode kernels' rows to fetch while the block from tb is computed:
+  // the next block's into L1, the one after next's into L2 (see above), up
+  // to t_end.
+  void add_block_ahead(const KvSource& kv, std::int64_t tb, std::int64_t t_end) {
+    const std::int64_t ahead = tb + (to_l1 ? 1 : 2) * Keys;
+    add_rows(kv, ahead, std::clamp<std::int64_t>(t_end - ahead, 0, Keys));
+  }
   void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
     count = next = 0;
     KvRows<Keys> rows;  // the addresses as the kernel gathers them: no division per key
@@ -225,8 +230,7 @@ static inline std::int64_t start_block(const AttentionArgs& a, const RowView* vi
                                        const void* zero, KvRows<N>& block, Prefetch& pf, std::int64_t* valid) {
   const std::int64_t n = std::min<std::int64_t>(N, t_end - tb);
   gather_rows(a.kv, tb, n, block);
-  const std::int64_t ahead = tb + pf.blocks_ahead() * N;
-  pf.add_rows(a.kv, ahead, std::clamp<std::int64_t>(t_end - ahead, 0, N));
+  pf.add_block_ahead(a.kv, tb, t_end);
   for (std::int64_t i = n; i < N; ++i) block.k[i] = block.v[i] = zero;
   for (std::int64_t r = 0; r < a.rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
   return n;

@@ -12,7 +12,7 @@
 // The block's K and V rows come from memory once and from L1 after. bf16
 // rows of whole 64-byte steps are read in place (Bf16Split); others (int8,
 // and bf16 at D = 80) are converted to f32 once per block. A block ahead
-// (Prefetcher::blocks_ahead) is prefetched a few rows at a time between the
+// (Prefetcher::add_block_ahead) is prefetched a few rows at a time between the
 // keys' arithmetic.
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/attention_common.hpp"
@@ -185,8 +185,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   for (std::int64_t tb = t0; tb < t_end; tb += kDecodeKeys) {
     const std::int64_t n = std::min(kDecodeKeys, t_end - tb);
     gather_rows(kv, tb, n, block);
-    const std::int64_t ahead = tb + pf.blocks_ahead() * kDecodeKeys;
-    pf.add_rows(kv, ahead, std::clamp<std::int64_t>(t_end - ahead, 0, kDecodeKeys));
+    pf.add_block_ahead(kv, tb, t_end);
     pf.pace(ticks);
     for (std::int64_t i = n; i < kDecodeKeys; ++i) krow[i] = vrow[i] = zero;
     if constexpr (T == DType::f32 || split) {

@@ -29,7 +29,7 @@ static void run(const GatedArgs& a, Act_ act, A at, B bt, C ct, Y yt) {
   // vectors through the activation at once (math.hpp).
   const auto values = [&](auto vectors, std::int64_t i, __mmask16 m) __attribute__((always_inline)) {
     constexpr int N = decltype(vectors)::value;
-    const auto mask = [&](int k) { return k == N - 1 ? m : __mmask16(0xffff); };
+    const auto mask = [&](int k) { return lanes_of(k, N, m); };
     Vecs<N> g = activate16<Y::value>(vecs_of<N>([&](int k) { return operand16(pa, at, sa, i + 16 * k, a0, mask(k)); }), act);
 #pragma GCC unroll 4
     for (int k = 0; k < N; ++k) {

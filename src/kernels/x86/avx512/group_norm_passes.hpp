@@ -125,7 +125,7 @@ static constexpr std::int64_t kTileLines = 8;
 // 9.5 -> 12-13.5; bf16 10.5 -> 11-12 and 6.8 -> 8.1-8.6.
 static constexpr std::int64_t kStatsPrefetchBytes = 16384;
 __attribute__((always_inline)) static inline void prefetch_stats_lines(const char* p, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b + kStatsPrefetchBytes, _MM_HINT_T1);
+  prefetch_lines<_MM_HINT_T1>(p + kStatsPrefetchBytes, bytes);
 }
 
 // Channels [i, i + 16 V) of the tile's lines [t0, t1) into p1 / p2.
@@ -181,7 +181,7 @@ static void column_stats(const GroupNormLines& a, const float* shift, double* su
 // The lines of [p, p + bytes) into cache for the next statistics pass, a
 // pass later: to L2, which hands them to the L3 as this pass goes on.
 __attribute__((always_inline)) static inline void prefetch_next(const char* p, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, _MM_HINT_T2);
+  prefetch_lines<_MM_HINT_T2>(p, bytes);
 }
 
 // The apply loop for one shape of its operands: a residual to add or not
@@ -208,7 +208,7 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
     Vecs<N> t;
 #pragma GCC unroll 4
     for (int k = 0; k < N; ++k) {
-      const __mmask16 mk = k == N - 1 ? m : __mmask16(0xffff);
+      const __mmask16 mk = lanes_of(k, N, m);
       const std::int64_t j = i + 16 * k;
       __m512 v = in.load(l, j, mk);
       if constexpr (Residual) v = _mm512_add_ps(v, b.residual.load(l, j, mk));
@@ -218,7 +218,7 @@ static void apply_lines(const B b, const GroupNormCoefs c) {
     if constexpr (Silu) t = silu16<kSiluPrecision>(t);
     if constexpr (Mul)
 #pragma GCC unroll 4
-      for (int k = 0; k < N; ++k) t.v[k] = _mm512_mul_ps(t.v[k], b.mul.load(l, i + 16 * k, k == N - 1 ? m : __mmask16(0xffff)));
+      for (int k = 0; k < N; ++k) t.v[k] = _mm512_mul_ps(t.v[k], b.mul.load(l, i + 16 * k, lanes_of(k, N, m)));
     return t;
   };
   for (std::int64_t l = 0; l < b.lines; ++l) {

@@ -67,6 +67,9 @@ __attribute__((always_inline)) static inline R lanewise(F f, const A&... a) {
   return r;
 }
 
+// The lanes of vector k of N whose last vector has the lanes `last`.
+static inline __mmask16 lanes_of(int k, int n, __mmask16 last) { return k == n - 1 ? last : __mmask16(0xffff); }
+
 // The Vecs<N> of f(0), ..., f(N - 1).
 template <int N, class F>
 __attribute__((always_inline)) static inline Vecs<N> vecs_of(F f) {

@@ -32,8 +32,12 @@ constexpr std::int64_t kPrefetchAheadBytes = 2048;
 // function for one without effects and drops every call it has not inlined
 // first (prefetch_epilogue and prefetch_a_row were missing from the GEMM
 // kernels' objects that way, the int4 decode's scale prefetch from its).
+template <_mm_hint Hint>
+__attribute__((always_inline)) static inline void prefetch_lines(const char* p, std::int64_t bytes) {
+  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b, Hint);
+}
 __attribute__((always_inline)) static inline void prefetch_ahead(const char* p, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(p + b + kPrefetchAheadBytes, _MM_HINT_T0);
+  prefetch_lines<_MM_HINT_T0>(p + kPrefetchAheadBytes, bytes);
 }
 
 static inline __mmask16 tail_mask(std::int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
