@@ -67,6 +67,18 @@ static void nearest_columns(const ResizeArgs& a, T t, Stream stream, const char*
   });
 }
 
+// Source row `src` interpolated along the columns for the outputs [w, w + 16)
+// whose window spans 16 elements or more (downsamples): through Window, out
+// of line, so that the common loop below keeps its registers (inlined, the
+// gather's spill of the indices ran on every block).
+template <class T>
+__attribute__((noinline)) static __m512 interpolate_wide(const ResizeArgs& a, T t, const char* src, std::int64_t w) {
+  const ResizeTable& c = a.cols;
+  const Window row(src, t, a.in_width, c.i0[w], c.i1[w + 15]);
+  return blend(_mm512_loadu_ps(c.w0 + w), row.pick(_mm512_loadu_si512(c.i0 + w)), _mm512_loadu_ps(c.w1 + w),
+               row.pick(_mm512_loadu_si512(c.i1 + w)));
+}
+
 // channels == 1 (NCHW), bilinear, rows [r0, r1): each output row blends two
 // source rows interpolated along the columns (InterpolatedRows).
 template <class T, class Stream>
@@ -81,9 +93,18 @@ static void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64
     // blends behind them (NCHW 2x, f32, 1 thread: 35 -> 27-30 ms).
     prefetch_ahead(src, a.in_width * es);
     for (std::int64_t w = 0; w < a.out_width; w += 16) {
-      const Window row(src, t, a.in_width, c.i0[w], c.i1[w + 15]);
-      const __m512 wx0 = _mm512_loadu_ps(c.w0 + w), wx1 = _mm512_loadu_ps(c.w1 + w);
-      _mm512_store_ps(out + w, blend(wx0, row.pick(_mm512_loadu_si512(c.i0 + w)), wx1, row.pick(_mm512_loadu_si512(c.i1 + w))));
+      // Upsamples: the 16 outputs read fewer than 16 source elements, from
+      // one vector (unmasked but at the row's end) picked by two permutes.
+      const std::int64_t first = c.i0[w];
+      if (c.i1[w + 15] - first >= 16) [[unlikely]] {
+        _mm512_store_ps(out + w, interpolate_wide(a, t, src, w));
+        continue;
+      }
+      const __m512 row = load16_first(src + first * es, t, a.in_width - first);
+      const __m512i base = _mm512_set1_epi32(int(first));
+      const __m512 left = _mm512_permutexvar_ps(_mm512_sub_epi32(_mm512_loadu_si512(c.i0 + w), base), row);
+      const __m512 right = _mm512_permutexvar_ps(_mm512_sub_epi32(_mm512_loadu_si512(c.i1 + w), base), row);
+      _mm512_store_ps(out + w, blend(_mm512_loadu_ps(c.w0 + w), left, _mm512_loadu_ps(c.w1 + w), right));
     }
   };
   for (std::int64_t r = r0; r < r1; ++r) {
