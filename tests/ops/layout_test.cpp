@@ -85,7 +85,7 @@ TEST_P(LayoutTest, Transpose2D) {
 // the reference row on the same block.
 TEST_P(LayoutTest, StreamingTransposeRowsMatchTheReference) {
   for (auto [xt, yt] : kDtypePairs)
-    for (auto [r, c] : std::vector<std::pair<std::int64_t, std::int64_t>>{{70, 37}, {32, 16}, {5, 3}}) {
+    for (auto [r, c] : std::vector<std::pair<std::int64_t, std::int64_t>>{{70, 37}, {32, 16}, {5, 3}, {96, 64}}) {
       SCOPED_TRACE(fmt::format("{} -> {} [{}, {}]", to_string(xt), to_string(yt), r, c));
       Tensor x = random_tensor(xt, {r, c}, 7);
       Tensor y = zeros(yt, {c, r}), ref = zeros(yt, {c, r});
