@@ -151,7 +151,7 @@ Result<Case> make_cast(const Env& env) {
 Result<Case> make_binary(const Env& env, ops::BinaryOp op, bool broadcast) {
   const Shape shape = rows_shape(env);
   TESSERA_ASSIGN_OR_RETURN(Tensor a, filled(env.dtype, shape, 1));
-  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(env.dtype, broadcast ? Shape{1, kHidden} : shape, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(env.dtype, broadcast ? Shape{1, shape[1]} : shape, 2));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, shape));
   Case c{.name = fmt::format("{}{}", ops::to_string(op), broadcast ? "_bcast_row" : ""), .bytes = bytes_of({a, b, y})};
   Stream& s = env.stream;
@@ -165,8 +165,8 @@ Result<Case> make_binary(const Env& env, ops::BinaryOp op, bool broadcast) {
 Result<Case> make_swiglu(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env, 2 * kHidden), 1));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, rows_shape(env)));
-  TESSERA_ASSIGN_OR_RETURN(Tensor gate, x.slice(1, 0, kHidden));
-  TESSERA_ASSIGN_OR_RETURN(Tensor up, x.slice(1, kHidden, 2 * kHidden));
+  TESSERA_ASSIGN_OR_RETURN(Tensor gate, x.slice(1, 0, y.dim(1)));
+  TESSERA_ASSIGN_OR_RETURN(Tensor up, x.slice(1, y.dim(1), 2 * y.dim(1)));
   TESSERA_ASSIGN_OR_RETURN(Tensor t, Tensor::empty(env.dtype, y.shape()));
   // Fused: x once, y once. Chain: silu reads gate, writes t; mul reads t and up, writes y.
   Case c{.name = "swiglu", .bytes = bytes_of({x, y}), .chain_bytes = bytes_of({gate, t, t, up, y})};
@@ -182,8 +182,8 @@ Result<Case> make_swiglu(const Env& env) {
 // The seeds' silu(a)·w + bias, w and bias per channel.
 Result<Case> make_silu_mul_add(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor a, filled(env.dtype, rows_shape(env), 1));
-  TESSERA_ASSIGN_OR_RETURN(Tensor w, filled(env.dtype, {kHidden}, 2));
-  TESSERA_ASSIGN_OR_RETURN(Tensor bias, filled(env.dtype, {kHidden}, 3));
+  TESSERA_ASSIGN_OR_RETURN(Tensor w, filled(env.dtype, {a.dim(1)}, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor bias, filled(env.dtype, {a.dim(1)}, 3));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, a.shape()));
   Case c{.name = "silu_mul_add", .bytes = bytes_of({a, w, bias, y}), .chain_bytes = bytes_of({a, y, y, y, y, y})};
   Stream& s = env.stream;
@@ -198,7 +198,7 @@ Result<Case> make_silu_mul_add(const Env& env) {
 
 Result<Case> make_rms_norm(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
-  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(env.dtype, {kHidden}, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(env.dtype, {x.dim(1)}, 2));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, x.shape()));
   Case c{.name = "rms_norm", .bytes = bytes_of({x, g, y})};
   Stream& s = env.stream;
@@ -210,8 +210,8 @@ Result<Case> make_rms_norm(const Env& env) {
 Result<Case> make_layer_norm(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
   // f32 scale and shift: what oneDNN's layer normalization takes.
-  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(DType::f32, {kHidden}, 2));
-  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(DType::f32, {kHidden}, 3));
+  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(DType::f32, {x.dim(1)}, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(DType::f32, {x.dim(1)}, 3));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, x.shape()));
   Case c{.name = "layer_norm", .bytes = bytes_of({x, g, b, y})};
   Stream& s = env.stream;
@@ -225,8 +225,8 @@ Result<Case> make_layer_norm(const Env& env) {
 Result<Case> make_add_norm(const Env& env, bool rms) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
   TESSERA_ASSIGN_OR_RETURN(Tensor r, filled(env.dtype, x.shape(), 2));
-  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(env.dtype, {kHidden}, 3));
-  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(env.dtype, {kHidden}, 4));
+  TESSERA_ASSIGN_OR_RETURN(Tensor g, filled(env.dtype, {x.dim(1)}, 3));
+  TESSERA_ASSIGN_OR_RETURN(Tensor b, filled(env.dtype, {x.dim(1)}, 4));
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, x.shape()));
   TESSERA_ASSIGN_OR_RETURN(Tensor sum, Tensor::empty(env.dtype, x.shape()));
   // Fused: x, r, y, sum. Chain: add (x, r -> sum), then the norm (sum -> y).
@@ -416,8 +416,8 @@ Result<Case> make_embedding(const Env& env) {
 Result<Case> make_quantize(const Env& env, bool dequantize) {
   TESSERA_ASSIGN_OR_RETURN(Tensor f, filled(env.dtype, rows_shape(env), 1));
   TESSERA_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DType::i8, f.shape()));
-  TESSERA_ASSIGN_OR_RETURN(Tensor scale, Tensor::empty(DType::f32, {kHidden}));
-  std::fill_n(scale.data_as<float>(), kHidden, 1.0f / 127.0f);
+  TESSERA_ASSIGN_OR_RETURN(Tensor scale, Tensor::empty(DType::f32, {f.dim(1)}));
+  std::fill_n(scale.data_as<float>(), f.dim(1), 1.0f / 127.0f);
   const ops::QuantAttrs attrs{.axis = 1};
   Case c{.name = dequantize ? "dequantize_i8_per_channel" : "quantize_i8_per_channel", .bytes = bytes_of({f, q, scale})};
   Stream& s = env.stream;
