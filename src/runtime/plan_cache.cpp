@@ -1,18 +1,10 @@
 #include "tessera/runtime/plan_cache.hpp"
 
-#include <bit>
+#include <algorithm>
 
 namespace tessera {
 
 namespace {
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  // splitmix64 finalizer over (h, v): cheap and well spread.
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  return h;
-}
 std::int64_t fnv1a(std::string_view s) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
@@ -21,23 +13,25 @@ std::int64_t fnv1a(std::string_view s) {
 }  // namespace
 
 PlanKey::PlanKey(std::string_view op, hw::Isa isa) {
-  words_.reserve(32);
   add(fnv1a(op));
   add(std::int64_t(isa));
 }
 
-PlanKey& PlanKey::add(std::int64_t v) {
-  words_.push_back(v);
-  hash_ = mix(hash_, std::uint64_t(v));
-  return *this;
+bool PlanKey::operator==(const PlanKey& o) const {
+  return size_ == o.size_ && chain_ == o.chain_ &&
+         std::equal(inline_.begin(), inline_.begin() + std::min(size_, kInlineWords), o.inline_.begin()) && spill_ == o.spill_;
 }
 
-PlanKey& PlanKey::add(float v) { return add(std::int64_t(std::bit_cast<std::uint32_t>(v))); }
-
-PlanKey& PlanKey::add(const TensorDesc& d) {
-  add(std::int64_t(d.dtype) << 8 | d.rank());
-  for (int i = 0; i < d.rank(); ++i) add(d.shape[i]).add(d.strides[i]);
-  return *this;
+// The chain's high bits depend on every word; the splitmix64 finalizer
+// spreads them over the low bits that pick a bucket.
+std::size_t PlanKey::hash() const {
+  std::uint64_t h = chain_;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
 }
 
 std::shared_ptr<const CachedPlan> PlanCache::find(const PlanKey& key) {

@@ -59,6 +59,26 @@ TEST(PlanCache, IsABoundedLru) {
                PlanKey("a", hw::Isa::scalar).add(TensorDesc{DType::f32, {2, 3}, {1, 2}}));
 }
 
+// Keys of more words than a key holds inline (attention's, with masks and
+// caches) compare every word, those past the inline ones too.
+TEST(PlanCache, LongKeysCompareEveryWord) {
+  auto key = [](std::int64_t words, std::int64_t changed_at) {
+    PlanKey k("op", hw::Isa::scalar);
+    for (std::int64_t i = 0; i < words; ++i) k.add(i == changed_at ? -1 : i);
+    return k;
+  };
+  PlanCache cache(8);
+  cache.insert(key(100, -1), std::make_shared<CachedPlan>());
+  EXPECT_NE(cache.find(key(100, -1)), nullptr);
+  for (std::int64_t at : {0, 45, 46, 60, 99}) {
+    SCOPED_TRACE(at);
+    EXPECT_FALSE(key(100, at) == key(100, -1));
+    EXPECT_EQ(cache.find(key(100, at)), nullptr);
+  }
+  EXPECT_FALSE(key(99, -1) == key(100, -1));
+  EXPECT_TRUE(key(100, 60) == key(100, 60));
+}
+
 TEST(PlanCache, OneShotOpsHitTheCache) {
   Context ctx;
   Stream stream(ctx);
