@@ -101,8 +101,8 @@ static void transpose_to_16bit_lines(const ReorderArgs& a, X xt, Y yt, Raw raw) 
       for (int j = 0; j < nc; ++j) {
         const __m512i line = _mm512_inserti64x4(_mm512_castsi256_si512(halves(lo[j], yt)), halves(hi[j], yt), 1);
         void* p = y + ((c0 + j) * a.y_col_stride + r0) * bytes_of(yt);
-        if (nr == 32 && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0)
-          _mm512_stream_si512(static_cast<__m512i*>(p), line);
+        if (nr == 32)
+          store_line(p, line, true);
         else
           _mm512_mask_storeu_epi16(p, row_mask, line);
       }
@@ -186,12 +186,10 @@ static void transpose_16bit(const ReorderArgs& args) {
           if (col >= nc) continue;
           const __m512i line = half ? _mm512_shuffle_i64x2(lo[i], hi[i], 0xee) : _mm512_shuffle_i64x2(lo[i], hi[i], 0x44);
           void* p = y + ((c0 + col) * a.y_col_stride + r0) * 2;
-          if (nr < 32)
-            _mm512_mask_storeu_epi16(p, row_mask, line);
-          else if (a.stream_y && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0)
-            _mm512_stream_si512(static_cast<__m512i*>(p), line);
+          if (nr == 32)
+            store_line(p, line, a.stream_y);
           else
-            _mm512_storeu_si512(p, line);
+            _mm512_mask_storeu_epi16(p, row_mask, line);
         }
     }
   }

@@ -201,14 +201,19 @@ static inline void copy_bytes(char* dst, const char* src, std::int64_t n, bool s
   if (b < n) masked(b, n - b);
 }
 
+// 64 bytes at p: a streaming store when asked and p starts a line, else a plain one.
+static inline void store_line(void* p, __m512i v, bool stream) {
+  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), v);
+  else _mm512_storeu_si512(p, v);
+}
+
 // 32 elements of a 16-bit type t (bf16 or f16) stored as one 64-byte
 // vector (streamed when asked and aligned); returns the vector.
 static inline __m512i put32_16bit(void* p, DType t, __m512 v0, __m512 v1, bool stream) {
   const __m512i h = t == DType::bf16 ? to_bf16x2(v0, v1)
                                      : _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
                                                           _mm512_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 1);
-  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 63) == 0) _mm512_stream_si512(static_cast<__m512i*>(p), h);
-  else _mm512_storeu_si512(p, h);
+  store_line(p, h, stream);
   return h;
 }
 
