@@ -132,6 +132,26 @@ TEST_P(LinearTest, W8A8) {
   EXPECT_TRUE(std::isfinite(c.data_as<float>()[0]) && std::isfinite(c.data_as<float>()[2 * n]));
 }
 
+TEST_P(LinearTest, W8A8ActivationLayouts) {
+  // The per-token quantization on bf16 rows, on strided ones (a transposed
+  // view), with K past whole 64-element steps, an all-zero row (outputs
+  // 0) and a row holding Inf (outputs NaN, the others unaffected).
+  const std::int64_t k = 100, n = 40;
+  const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 50), DType::i8, {.group_size = 0});
+  check(random_tensor(DType::bf16, {7, k}, 51), w, DType::f32, {}, true);
+  check(value_or_die(random_tensor(DType::f32, {k, 7}, 52).transpose(0, 1)), w, DType::f32, {}, true);
+  Tensor a = random_tensor(DType::f32, {3, k}, 53);
+  std::fill(a.data_as<float>(), a.data_as<float>() + k, 0.0f);
+  a.data_as<float>()[2 * k + k - 1] = __builtin_inff();
+  Tensor c = zeros(DType::f32, {3, n});
+  ASSERT_TRUE(ops::linear(stream_, a, w, c, {}, {.quantize_activations = true}).ok());
+  for (std::int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(c.data_as<float>()[j], 0.0f);
+    EXPECT_TRUE(std::isfinite(c.data_as<float>()[n + j]));
+    EXPECT_TRUE(std::isnan(c.data_as<float>()[2 * n + j]));
+  }
+}
+
 TEST_P(LinearTest, W4A8) {
   // Groups of whole 4-k blocks (the VNNI row), one group over a K that is
   // not (its zero padding), and a group size that is not (the f32 rows);
