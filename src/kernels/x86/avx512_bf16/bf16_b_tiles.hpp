@@ -15,14 +15,32 @@ namespace tessera::kernels::avx512_bf16 {
 alignas(64) static constexpr std::uint16_t kTileInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                                   8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
-// int4 weights whose groups are whole 64-byte blocks of 4 k (or one group
-// over K): each block is loaded once and gives its 4 rows of 32 columns
-// (i4_block_row), where a row at a time reloads it. k0 is a multiple of
-// 32; rows past kc are zero.
-static inline const std::uint16_t* i4_b_tiles(const PackedB& b, std::int64_t n, std::int64_t k0, std::int64_t kc,
-                                              std::uint16_t* buf) {
+// Byte E of each 32-bit lane of int8 tile rows (four k of a column), as
+// integers: shifted to the top, then down with its sign (or without, for
+// weights stored unsigned with zero points), by constant counts.
+template <int E>
+static inline __m512i i8_lane_byte(__m512i d, bool is_unsigned) {
+  const __m512i top = E == 3 ? d : _mm512_slli_epi32(d, 8 * (3 - E));
+  return is_unsigned ? _mm512_srli_epi32(top, 24) : _mm512_srai_epi32(top, 24);
+}
+
+// Quantized weights whose groups are whole quads of k (or one group over
+// K), D int4 or int8: each 64-byte block of 4 k is loaded once and gives
+// its 4 rows (int4: one block of 32 columns, i4_block_row; int8: the two
+// 16-column halves of a tile row, 1 KiB apart), where a row at a time
+// reloads it. Row by row (BRows32: the dtype, the group and the address
+// worked out again per row, a variable shift per lane) the int8 tiles took
+// a quarter of a weight-only int8 linear at M = 128 (AMD EPYC Turin, K = N
+// = 4096, 1 thread). k0 is a multiple of 32; rows past kc are zero.
+template <DType D>
+static inline const std::uint16_t* quad_b_tiles(const PackedB& b, std::int64_t n, std::int64_t k0, std::int64_t kc,
+                                                std::uint16_t* buf) {
   const __m512i interleave = _mm512_load_si512(kTileInterleave);
-  const auto* blocks = static_cast<const std::uint8_t*>(b.values) + i4_byte_index(padded_k(DType::i4, b.k), k0, n);
+  const auto* values = static_cast<const std::uint8_t*>(b.values);
+  // int4: the blocks of k0 on, 64 bytes per 4 k; int8: the panel's tiles, 2 KiB per 64 k.
+  const std::uint8_t* base = D == DType::i4 ? values + i4_byte_index(padded_k(D, b.k), k0, n)
+                                            : values + (n / kPanelCols) * (padded_k(D, b.k) / kI8KStep) * 2048;
+  const bool is_unsigned = b.zeros != nullptr;
   avx512::GroupScales scales;
   std::int64_t group = -1;
   for (std::int64_t k = 0; k < round_up(kc, kBf16KStep); k += 4) {
@@ -30,11 +48,18 @@ static inline const std::uint16_t* i4_b_tiles(const PackedB& b, std::int64_t n, 
     __m512 w[4][2] = {};
     if (k < kc) {
       if ((k0 + k) / b.group_size != group) scales.load(b, group = (k0 + k) / b.group_size, n);
-      const __m512i d = _mm512_load_si512(blocks + k * 16);
+      __m512i d[2];
+      if constexpr (D == DType::i4) {
+        d[0] = _mm512_load_si512(base + k * 16);
+      } else {
+        const std::uint8_t* at = base + (k0 + k) / kI8KStep * 2048 + (k0 + k) % kI8KStep / 4 * 64;
+        d[0] = _mm512_load_si512(at), d[1] = _mm512_load_si512(at + 1024);
+      }
       auto row = [&]<int E>(std::integral_constant<int, E>) {
         if (k + E >= kc) return;
         __m512i lo, hi;
-        avx512::i4_block_row<E>(d, lo, hi);
+        if constexpr (D == DType::i4) avx512::i4_block_row<E>(d[0], lo, hi);
+        else lo = i8_lane_byte<E>(d[0], is_unsigned), hi = i8_lane_byte<E>(d[1], is_unsigned);
         scales.apply(lo, hi, w[E][0], w[E][1]);
       };
       row(std::integral_constant<int, 0>()), row(std::integral_constant<int, 1>());
@@ -56,7 +81,8 @@ static inline const std::uint16_t* bf16_tiles_of(const MatmulArgs& p, std::int64
   if (!p.packed || (p.packed->dtype != DType::i8 && p.packed->dtype != DType::i4))
     return avx512::bf16_b_tiles(p, n, n_end, k0, kc, buf);
   const PackedB& b = *p.packed;
-  if (b.dtype == DType::i4 && groups_in_quads(b.group_size, b.k)) return i4_b_tiles(b, n, k0, kc, buf);
+  if (groups_in_quads(b.group_size, b.k))
+    return b.dtype == DType::i4 ? quad_b_tiles<DType::i4>(b, n, k0, kc, buf) : quad_b_tiles<DType::i8>(b, n, k0, kc, buf);
   const __m512i interleave = _mm512_load_si512(kTileInterleave);
   avx512::BRows32 rows(p, n, n_end);
   for (std::int64_t k = 0; k < round_up(kc, kBf16KStep); k += 2) {
