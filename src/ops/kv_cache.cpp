@@ -6,12 +6,52 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/element.hpp"
-
 namespace tessera::ops {
 
-using tessera::detail::load;
-using tessera::detail::store;
+namespace {
+
+// Loops over a row with the dtype chosen once per row, not per element:
+// through detail::load and store, which switch on it each time, appending
+// 4096 tokens of 8 heads x 128 (f32 k and v) took 51 ms into a bf16 cache
+// and 37 into an int8 one, now 3.8 and 13 (AMD EPYC Turin, 1 thread).
+
+// D elements of a float tensor from element `at`, `step` apart, as f32.
+void read_row(const Tensor& src, std::int64_t at, std::int64_t step, std::int64_t dim, float* row) {
+  if (src.dtype() == DType::bf16) {
+    const auto* x = static_cast<const bf16_t*>(src.data()) + at;
+    for (std::int64_t d = 0; d < dim; ++d) row[d] = bf16_to_f32(x[d * step]);
+    return;
+  }
+  const auto* x = static_cast<const float*>(src.data()) + at;
+  for (std::int64_t d = 0; d < dim; ++d) row[d] = x[d * step];
+}
+
+// The row as the cache's float type (bf16 rounded to nearest even) at element `at`.
+void write_row(const float* row, std::int64_t dim, DType t, void* dst, std::int64_t at) {
+  if (t == DType::bf16) {
+    bf16_t* y = static_cast<bf16_t*>(dst) + at;
+    for (std::int64_t d = 0; d < dim; ++d) y[d] = f32_to_bf16(row[d]);
+    return;
+  }
+  std::memcpy(static_cast<float*>(dst) + at, row, std::size_t(dim) * sizeof(float));
+}
+
+// Symmetric int8, one scale per token and head: x / scale is clamped to
+// [-127, 127] first, then rounded to nearest even by adding and subtracting
+// 1.5 * 2^23 (exact for |x| < 2^22, default rounding mode). Returns the
+// scale, max|x| / 127.
+float quantize_row(const float* row, std::int64_t dim, std::int8_t* q) {
+  float amax = 0.0f;
+  for (std::int64_t d = 0; d < dim; ++d) amax = std::max(amax, std::fabs(row[d]));
+  const float scale = amax / 127.0f;
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const float x = scale > 0.0f ? std::clamp(row[d] / scale, -127.0f, 127.0f) : 0.0f;
+    q[d] = std::int8_t((x + 0x1.8p23f) - 0x1.8p23f);
+  }
+  return scale;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<KvCache>> KvCache::create(const KvCacheConfig& c) {
   if (c.num_blocks <= 0 || c.num_blocks > INT32_MAX)
@@ -106,25 +146,9 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
           std::memcpy(static_cast<char*>(dst->data()) + slot * bytes, static_cast<const char*>(src->data()) + at * bytes_of(c.dtype), std::size_t(bytes));
           continue;
         }
-        float amax = 0.0f;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          row[std::size_t(d)] = load(src->data(), src->dtype(), at + d * step);
-          amax = std::max(amax, std::fabs(row[std::size_t(d)]));
-        }
-        if (c.dtype != DType::i8) {
-          for (std::int64_t d = 0; d < dim; ++d) store(dst->data(), c.dtype, slot * dim + d, row[std::size_t(d)]);
-          continue;
-        }
-        // Symmetric int8, one scale per token and head. x / scale is clamped to
-        // [-127, 127] first, then rounded to nearest even by adding and
-        // subtracting 1.5 * 2^23 (exact for |x| < 2^22, default rounding mode).
-        const float scale = amax / 127.0f;
-        (*scales)[std::size_t(slot)] = scale;
-        auto* q = static_cast<std::int8_t*>(dst->data()) + slot * dim;
-        for (std::int64_t d = 0; d < dim; ++d) {
-          const float x = scale > 0.0f ? std::clamp(row[std::size_t(d)] / scale, -127.0f, 127.0f) : 0.0f;
-          q[d] = std::int8_t((x + 0x1.8p23f) - 0x1.8p23f);
-        }
+        read_row(*src, at, step, dim, row.data());
+        if (c.dtype == DType::i8) (*scales)[std::size_t(slot)] = quantize_row(row.data(), dim, static_cast<std::int8_t*>(dst->data()) + slot * dim);
+        else write_row(row.data(), dim, c.dtype, dst->data(), slot * dim);
       }
     }
   }
