@@ -1,7 +1,9 @@
 #pragma once
 // One element at a time, any dtype, as f32: for the reference kernels and
-// the comparison of results, where clarity beats speed.
+// the comparison of results, where clarity beats speed; and rows of float
+// elements with the dtype switched once (load_floats, store_floats).
 #include <cstdint>
+#include <cstring>
 
 #include "tessera/core/dtype.hpp"
 
@@ -32,6 +34,40 @@ inline void store(void* base, DType t, std::int64_t i, float v) {
     case DType::bf16: static_cast<bf16_t*>(base)[i] = f32_to_bf16(v); break;
     case DType::f16: static_cast<f16_t*>(base)[i] = f32_to_f16(v); break;
     default: break;
+  }
+}
+
+// `count` elements from i, `step` apart, as f32: the dtype switched once,
+// not per element as load() does (for one-time work on whole tensors, such
+// as packing weights, where that switch cost several times the rest).
+inline void load_floats(const void* base, DType t, std::int64_t i, std::int64_t step, std::int64_t count, float* out) {
+  switch (t) {
+    case DType::f32: {
+      const float* x = static_cast<const float*>(base) + i;
+      for (std::int64_t j = 0; j < count; ++j) out[j] = x[j * step];
+      return;
+    }
+    case DType::bf16: {
+      const bf16_t* x = static_cast<const bf16_t*>(base) + i;
+      for (std::int64_t j = 0; j < count; ++j) out[j] = bf16_to_f32(x[j * step]);
+      return;
+    }
+    default:
+      for (std::int64_t j = 0; j < count; ++j) out[j] = load(base, t, i + j * step);
+  }
+}
+
+// `count` f32 values into consecutive elements from i, the dtype switched once.
+inline void store_floats(void* base, DType t, std::int64_t i, const float* in, std::int64_t count) {
+  switch (t) {
+    case DType::f32: std::memcpy(static_cast<float*>(base) + i, in, std::size_t(count) * sizeof(float)); return;
+    case DType::bf16: {
+      bf16_t* y = static_cast<bf16_t*>(base) + i;
+      for (std::int64_t j = 0; j < count; ++j) y[j] = f32_to_bf16(in[j]);
+      return;
+    }
+    default:
+      for (std::int64_t j = 0; j < count; ++j) store(base, t, i + j, in[j]);
   }
 }
 

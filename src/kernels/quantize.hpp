@@ -70,11 +70,16 @@ static inline QuantRange quant_range(DType t) {
 
 // One quantized value: f32 division, round half to even (nearbyint in the
 // default rounding mode), zero point added, saturated to [lo, hi]; NaN gives
-// the zero point. Adding `zero` is exact wherever the clamp does not decide.
+// the zero point. Computed as: clamped to [lo - zero, hi - zero] first
+// (integer bounds, so the order does not change the result), then rounded
+// by adding and subtracting 1.5 * 2^23 (exact below 2^22): nearbyint is a
+// call into libm that cost more than the rest (quantize_weights, billions
+// of values).
 static inline int quantize_value(float x, float scale, int zero, int lo, int hi) {
-  const float q = std::nearbyint(x / scale) + float(zero);
+  const float q = x / scale;
   if (std::isnan(q)) return zero;
-  return int(std::clamp(q, float(lo), float(hi)));
+  const float c = std::clamp(q, float(lo - zero), float(hi - zero));
+  return int((c + 0x1.8p23f) - 0x1.8p23f) + zero;
 }
 
 // Element i of an integer tensor (i8, u8, i4, i32), exactly.

@@ -6,35 +6,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/element.hpp"
+
 namespace tessera::ops {
 
 namespace {
-
-// Loops over a row with the dtype chosen once per row, not per element:
-// through detail::load and store, which switch on it each time, appending
-// 4096 tokens of 8 heads x 128 (f32 k and v) took 51 ms into a bf16 cache
-// and 37 into an int8 one, now 3.8 and 13 (AMD EPYC Turin, 1 thread).
-
-// D elements of a float tensor from element `at`, `step` apart, as f32.
-void read_row(const Tensor& src, std::int64_t at, std::int64_t step, std::int64_t dim, float* row) {
-  if (src.dtype() == DType::bf16) {
-    const auto* x = static_cast<const bf16_t*>(src.data()) + at;
-    for (std::int64_t d = 0; d < dim; ++d) row[d] = bf16_to_f32(x[d * step]);
-    return;
-  }
-  const auto* x = static_cast<const float*>(src.data()) + at;
-  for (std::int64_t d = 0; d < dim; ++d) row[d] = x[d * step];
-}
-
-// The row as the cache's float type (bf16 rounded to nearest even) at element `at`.
-void write_row(const float* row, std::int64_t dim, DType t, void* dst, std::int64_t at) {
-  if (t == DType::bf16) {
-    bf16_t* y = static_cast<bf16_t*>(dst) + at;
-    for (std::int64_t d = 0; d < dim; ++d) y[d] = f32_to_bf16(row[d]);
-    return;
-  }
-  std::memcpy(static_cast<float*>(dst) + at, row, std::size_t(dim) * sizeof(float));
-}
 
 // Symmetric int8, one scale per token and head: x / scale is clamped to
 // [-127, 127] first, then rounded to nearest even by adding and subtracting
@@ -146,9 +122,12 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
           std::memcpy(static_cast<char*>(dst->data()) + slot * bytes, static_cast<const char*>(src->data()) + at * bytes_of(c.dtype), std::size_t(bytes));
           continue;
         }
-        read_row(*src, at, step, dim, row.data());
+        // The row as f32, then in the cache's type: the dtypes switched once a
+        // row (per element, appending 4096 tokens of 8 heads x 128 took 51 ms
+        // into a bf16 cache, 37 into an int8 one; now 3.8 and 13).
+        detail::load_floats(src->data(), src->dtype(), at, step, dim, row.data());
         if (c.dtype == DType::i8) (*scales)[std::size_t(slot)] = quantize_row(row.data(), dim, static_cast<std::int8_t*>(dst->data()) + slot * dim);
-        else write_row(row.data(), dim, c.dtype, dst->data(), slot * dim);
+        else detail::store_floats(dst->data(), c.dtype, slot * dim, row.data(), dim);
       }
     }
   }
