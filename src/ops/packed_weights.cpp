@@ -143,10 +143,11 @@ Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec) {
     for (std::int64_t nn = 0; nn < n; ++nn) {
       const float range = spec.zero_points ? (hi[nn] - lo[nn]) / levels : std::max(hi[nn], -lo[nn]) / qmax;
       // Stored in the scale dtype first: quantization uses the scale the kernels will read.
-      store(w->scales_.get(), spec.scale_dtype, g * n_pad + nn, range > 0.0f ? range : 1.0f);
-      scale[nn] = load(w->scales_.get(), spec.scale_dtype, g * n_pad + nn);
+      const std::int64_t param = kernels::group_param_index(groups, g, nn);
+      store(w->scales_.get(), spec.scale_dtype, param, range > 0.0f ? range : 1.0f);
+      scale[nn] = load(w->scales_.get(), spec.scale_dtype, param);
       zero[nn] = spec.zero_points ? kernels::quantize_value(-lo[nn], scale[nn], 0, 0, int(levels)) : 0;
-      if (spec.zero_points) zeros[g * n_pad + nn] = std::uint8_t(zero[nn]);
+      if (spec.zero_points) zeros[param] = std::uint8_t(zero[nn]);
     }
     for (std::int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
       row_of(b, kk, row);

@@ -126,7 +126,7 @@ class BRows32 {
 
   void load_group(const PackedB& b, std::int64_t g) {
     group_ = g;
-    const std::int64_t at = g * padded_n(b.n) + n_;
+    const std::int64_t at = group_param_index(b, g, n_);
     for (int j = 0; j < 4; ++j) {
       scale_[j] = load8(advance(b.scales, b.scale_dtype, at + 8 * j), b.scale_dtype);
       const __m256 zero = b.zeros ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(

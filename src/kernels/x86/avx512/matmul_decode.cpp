@@ -217,12 +217,12 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     if (b.zeros)
       for (int i = 0; i < ROWS; ++i)
         for (std::int64_t k = g0; k < g1; ++k) a_sum[i] += a[i * lda + k];
-    const std::int64_t at = g0 / b.group_size * padded_n(b.n) + n;
     for (int h = 0; h < 2 * panels; ++h) {
-      const __m512 scale = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
+      const std::int64_t at = group_param_index(b, g0 / b.group_size, n + 16 * h);
+      const __m512 scale = load16(advance(b.scales, b.scale_dtype, at), b.scale_dtype, 0xffff);
       for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fmadd_ps(scale, group[i][h], acc[i][h]);
       if (!b.zeros) continue;
-      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at + 16 * h))));
+      const __m512 z = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at))));
       const __m512 shift = _mm512_mul_ps(_mm512_sub_ps(z, _mm512_set1_ps(8.0f)), scale);
       for (int i = 0; i < ROWS; ++i) acc[i][h] = _mm512_fnmadd_ps(shift, _mm512_set1_ps(a_sum[i]), acc[i][h]);
     }

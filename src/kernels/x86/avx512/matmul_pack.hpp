@@ -116,16 +116,16 @@ static inline void i4_block_row(__m512i block, __m512i& lo, __m512i& hi) {
   hi = E == 3 ? _mm512_srli_epi32(block, 28) : _mm512_and_si512(_mm512_srli_epi32(block, 8 * E + 4), nibble);
 }
 
-// A panel's scales and zero points of group g (32 columns from n) into L2,
-// for a decode loop to ask for a group ahead: they sit one row of
-// padded_n(N) per group, a stride the hardware prefetcher does not follow,
-// and a load that misses stalls the loop on every group (AMD EPYC, Zen 4:
-// 39 % of the int4 loop's time at group 128 on the scales' load; with this
-// 4096 x 4096 int4 at M = 1, cold, 1 thread 14-15.5 -> 17-21 GB/s, 2
-// threads 21.5-25 -> 26-33). Always inlined, as prefetch_ahead (vec.hpp).
+// A panel's scales and zero points of group g (32 columns from n, a panel's
+// start) into L2, for a decode loop to ask for a group ahead: a load that
+// misses stalls the loop on every group (AMD EPYC, Zen 4, when the groups
+// lay a row of N apart: 39 % of the int4 loop's time at group 128 on the
+// scales' load; with this 4096 x 4096 int4 at M = 1, cold, 1 thread
+// 14-15.5 -> 17-21 GB/s, 2 threads 21.5-25 -> 26-33). Always inlined, as
+// prefetch_ahead (vec.hpp).
 __attribute__((always_inline)) static inline void prefetch_group_params(const PackedB& b, std::int64_t g, std::int64_t n) {
   if (g * b.group_size >= b.k) return;
-  const std::int64_t at = g * padded_n(b.n) + n;
+  const std::int64_t at = group_param_index(b, g, n);
   const char* s = static_cast<const char*>(advance(b.scales, b.scale_dtype, at));
   _mm_prefetch(s, _MM_HINT_T1);
   if (bytes_of(b.scale_dtype) * kPanelCols > 64) _mm_prefetch(s + 64, _MM_HINT_T1);
@@ -150,7 +150,7 @@ struct GroupScales {
   __m512 scale[2] = {}, zero_scale[2] = {};
 
   void load(const PackedB& b, std::int64_t g, std::int64_t n) {
-    const std::int64_t at = g * padded_n(b.n) + n;
+    const std::int64_t at = group_param_index(b, g, n);
     for (int h = 0; h < 2; ++h) {
       scale[h] = load16(advance(b.scales, b.scale_dtype, at + 16 * h), b.scale_dtype, 0xffff);
       const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(

@@ -149,7 +149,7 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
 #pragma GCC unroll 8
     for (int h = 0; h < 2 * P; ++h) {
       if (h >= 2 * panels) break;
-      const std::int64_t at = blk / bl.per_group * padded_n(b.n) + column(h);
+      const std::int64_t at = group_param_index(b, blk / bl.per_group, column(h));
       const __m512 scale = load16(advance(b.scales, b.scale_dtype, at), b.scale_dtype, 0xffff);
       const __m512 zero = b.zeros ? _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.zeros + at))))
                                   : _mm512_set1_ps(W == DType::i4 ? 8.0f : 128.0f);
