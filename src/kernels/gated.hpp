@@ -16,6 +16,9 @@ struct GatedProblem {
   DType a, b, c, y;                                // c: f32 when there is none
   std::int64_t a_stride, b_stride, c_stride, y_stride;  // inner-run strides; c_stride 0 when there is no c
   std::int64_t n;                                  // elements in the whole op
+  // Bytes moved per element of y: an operand that repeats one row for every
+  // outer index (silu_mul_add's weight and bias) stays cached and counts none.
+  std::int64_t bytes_per_element;
 };
 
 struct GatedArgs {

@@ -198,8 +198,15 @@ Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, c
   const auto dims = split_last(collapse<4>(
       shape, {broadcast_strides(a, shape), broadcast_strides(b, shape), broadcast_strides(cd, shape), y.strides}));
   const auto k = to_kernel(act);
+  // An operand whose outer strides are all 0 is one row read for every outer index: cached, not streamed.
+  const auto streamed = [&](int k, DType t) {
+    for (int d = 0; d < dims.outer.rank; ++d)
+      if (dims.outer.strides[std::size_t(k)][std::size_t(d)] != 0 && dims.outer.shape[std::size_t(d)] > 1) return std::int64_t(bytes_of(t));
+    return dims.outer.numel() > 1 ? std::int64_t(0) : std::int64_t(bytes_of(t));
+  };
   const kernels::GatedProblem problem{k, a.dtype, b.dtype, cd.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
-                                      dims.inner_strides[2], dims.inner_strides[3], y.numel()};
+                                      dims.inner_strides[2], dims.inner_strides[3], y.numel(),
+                                      streamed(0, a.dtype) + streamed(1, b.dtype) + (c ? streamed(2, cd.dtype) : 0) + bytes_of(y.dtype)};
   const auto* row = kernels::select<kernels::GatedFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t flops = saturating_mul(activation_flops(act) + (c ? 2 : 1), y.numel());
