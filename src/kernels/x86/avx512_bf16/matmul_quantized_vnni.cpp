@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/dispatch.hpp"
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/epilogue.hpp"
 #include "kernels/x86/avx512/matmul_pack.hpp"
@@ -186,22 +185,17 @@ constexpr DotRows kDotRows[kMaxRows + 1] = {nullptr, dot_rows<W, A, 1, 4>, dot_r
 // holds NaN or Inf, so its outputs are NaN), zero past K: into `steps`, and
 // into `lanes` as two 4-byte lanes per quad, the signed bytes hi and lo of
 // s = 256 hi + lo (lo the low byte of s as int8, hi = (s + 128) >> 8).
-// load(k, mask) gives the row's 16 elements from k as f32. The absolute
-// maximum is an integer max of the magnitude bits, which also flags Inf and
-// NaN (as in w8a8_quantize.cpp); through load_a16 per vector (the dtype
-// switched each time) and a compare per vector, staging took 1.6 us a task
-// at K = 4096, 7 % of an int4 4096 x 4096 decode from L3.
+// load(k, mask) gives the row's 16 elements from k as f32 (through
+// load_a16 per vector, the dtype switched each time, and a float max and a
+// compare per vector, staging took 1.6 us a task at K = 4096).
 template <class Load>
 __attribute__((always_inline)) inline float int16_row(Load&& load, std::int64_t k_len, std::int64_t quads, std::int16_t* steps,
                                                       std::int32_t* lanes) {
-  __m512i mx = _mm512_setzero_si512();
-  for (std::int64_t k = 0; k < k_len; k += 16)
-    mx = _mm512_max_epi32(mx, _mm512_and_si512(_mm512_castps_si512(load(k, tail_mask(k_len - k))), _mm512_set1_epi32(0x7fffffff)));
-  const std::int32_t bits = _mm512_reduce_max_epi32(mx);
+  const std::int32_t bits = max_magnitude_bits(load, k_len);
   float max_abs;
   std::memcpy(&max_abs, &bits, sizeof(max_abs));
-  const float scale = bits >= 0x7f800000 ? NAN : max_abs > 0.0f ? max_abs / kMaxStep : 1.0f;
-  const __m512 inv = _mm512_set1_ps(bits < 0x7f800000 && max_abs > 0.0f ? kMaxStep / max_abs : 0.0f);
+  const float scale = bits >= kNonFiniteBits ? NAN : max_abs > 0.0f ? max_abs / kMaxStep : 1.0f;
+  const __m512 inv = _mm512_set1_ps(bits < kNonFiniteBits && max_abs > 0.0f ? kMaxStep / max_abs : 0.0f);
   for (std::int64_t k = 0; k < quads * 4; k += 32) {
     __m512i s[2];
     for (int h = 0; h < 2; ++h) {
@@ -223,14 +217,8 @@ __attribute__((always_inline)) inline float int16_row(Load&& load, std::int64_t 
   return scale;
 }
 float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::int16_t* steps, std::int32_t* lanes) {
-  if (p.a_col_stride != 1)
-    return int16_row([&](std::int64_t k, __mmask16 mask) { return load_a16(p, m, k, mask); }, p.k, quads, steps, lanes);
   float scale = 0.0f;
-  dispatch_float(p.a_dtype, [&](auto t) {
-    const char* row = static_cast<const char*>(p.a) + m * p.a_row_stride * bytes_of(t());
-    scale = int16_row([&](std::int64_t k, __mmask16 mask) { return load16(row + k * bytes_of(t()), t(), mask); }, p.k, quads,
-                      steps, lanes);
-  });
+  with_a_row(p, m, [&](auto load) { scale = int16_row(load, p.k, quads, steps, lanes); });
   return scale;
 }
 
