@@ -147,11 +147,12 @@ MatmulTiling amx_tiling(const MatmulProblem& p, const hw::Info& hw, std::int64_t
 MatmulTiling amx_bf16_tiling(const MatmulProblem& p, const hw::Info& hw) { return amx_tiling(p, hw, 256); }
 MatmulTiling amx_int8_tiling(const MatmulProblem& p, const hw::Info& hw) { return amx_tiling(p, hw, 512); }
 
-// The integer rows of quantized weights at few rows (matmul_quantized_vnni:
-// up to 4 panels streamed side by side for one row of A) re-read the last
-// panel of a task with fewer: at least 4 panels a task (int4 [1, 2048] x
-// [2048, 256] split in 8 one-panel tasks did 4 panels' arithmetic for each).
-MatmulTiling quantized_rows_tiling(const MatmulProblem& p, const hw::Info& hw) {
+// The decode rows (matmul_decode.cpp, matmul_decode_vnni.cpp,
+// matmul_quantized_vnni.cpp: up to 4 panels streamed side by side for one
+// row of A) re-read the last panel of a task with fewer: at least 4 panels a
+// task (int4 [1, 2048] x [2048, 256] split in 8 one-panel tasks did 4
+// panels' arithmetic for each).
+MatmulTiling panel_streams_tiling(const MatmulProblem& p, const hw::Info& hw) {
   MatmulTiling t = f32_tiling(p, hw);
   t.n_block = std::max(t.n_block, 4 * kPanelCols);
   return t;
@@ -161,14 +162,14 @@ MatmulTiling quantized_rows_tiling(const MatmulProblem& p, const hw::Info& hw) {
 
 std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
   static const KernelRow<MatmulFamily> kRows[] = {
-      {"matmul_decode_vnni", hw::Isa::avx512_bf16, int8_decode_supports, f32_tiling, avx512_bf16::matmul_decode_vnni},
-      {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_supports, quantized_rows_tiling, avx512_bf16::matmul_i4_vnni},
-      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_supports, quantized_rows_tiling, avx512_bf16::matmul_w8_vnni},
-      {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, f32_tiling, avx512::matmul_decode},
+      {"matmul_decode_vnni", hw::Isa::avx512_bf16, int8_decode_supports, panel_streams_tiling, avx512_bf16::matmul_decode_vnni},
+      {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_supports, panel_streams_tiling, avx512_bf16::matmul_i4_vnni},
+      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_supports, panel_streams_tiling, avx512_bf16::matmul_w8_vnni},
+      {"matmul_decode_avx512", hw::Isa::avx512, decode_supports, panel_streams_tiling, avx512::matmul_decode},
       {"matmul_int8_amx", hw::Isa::amx, int8_supports, amx_int8_tiling, amx::matmul_int8},
       {"matmul_bf16_amx", hw::Isa::amx, amx_bf16_supports, amx_bf16_tiling, amx::matmul_bf16},
-      {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_few_rows, quantized_rows_tiling, avx512_bf16::matmul_i4_vnni},
-      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_few_rows, quantized_rows_tiling, avx512_bf16::matmul_w8_vnni},
+      {"matmul_i4_vnni", hw::Isa::avx512_bf16, i4_vnni_few_rows, panel_streams_tiling, avx512_bf16::matmul_i4_vnni},
+      {"matmul_w8_vnni", hw::Isa::avx512_bf16, w8_vnni_few_rows, panel_streams_tiling, avx512_bf16::matmul_w8_vnni},
       {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, int8_vnni_tiling, avx512_bf16::matmul_int8_vnni},
       {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, bf16_dot_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
