@@ -56,17 +56,20 @@ bool i4_vnni_few_rows(const MatmulProblem& p) { return i4_vnni_layout(p) && !p.q
 
 // Weight-only int8 the same way (int16 activations, two vpdpbusd per 64
 // weights where dequantizing them to f32 costs ~20 instructions): up to 15
-// rows ahead of the AMX rows, as int4; where AMX is absent, up to 127 ahead
-// of the bf16 dot-product row, whose int8-to-bf16 tiles cost more than
-// int4's (AMD EPYC, Zen 4, 4096 x 4096 per channel, cold, 1 thread: M 16
-// 3.3 against 9.1 ms, M 64 12.8 against 17.7, M 128 even at 26.5; below 16
-// the f32 decode rows took it, M 1 / 4 / 8: 0.95-1.07 / 1.7-1.9 / 7.1-7.4
+// rows ahead of the AMX rows, as int4; where AMX is absent, up to 47 ahead
+// of the bf16 dot-product row (it streams the weights once per 4 rows of A,
+// the bf16 row once per K slice). AMD EPYC Turin, 4096 x 4096 per channel,
+// cold, one process alternating, bf16 row over this one: 1 thread M 16
+// 1.51x the time, 32 1.10x, 40 1.02x, 48 0.95x, 64 0.88x, 96 0.81x; 2
+// threads M 48 0.93x, 64 0.86x (before the bf16 row's int8 tiles were built
+// a block of 4 k at a time, Zen 4 had it even at M = 128). Below 16 the f32
+// decode rows took it (Zen 4, M 1 / 4 / 8: 0.95-1.07 / 1.7-1.9 / 7.1-7.4
 // ms against 0.78-0.86 / 0.77-0.90 / 1.5-1.6).
 bool w8_vnni_layout(const MatmulProblem& p) {
   return unit_output(p) && p.b_packed && p.b == DType::i8 && !p.quantize_a && groups_in_quads(p.b_group, p.k);
 }
 bool w8_vnni_supports(const MatmulProblem& p) { return w8_vnni_layout(p) && p.m < 16; }
-bool w8_vnni_few_rows(const MatmulProblem& p) { return w8_vnni_layout(p) && p.m < 128; }
+bool w8_vnni_few_rows(const MatmulProblem& p) { return w8_vnni_layout(p) && p.m < 48; }
 
 // vdpbf16ps, as the AMX bf16 row where AMX is absent: bf16 weights (packed,
 // any float activations), bf16 x bf16, or (prefill, M >= 16) quantized
