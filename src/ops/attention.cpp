@@ -138,18 +138,16 @@ Status run_units(Stream& stream, std::string_view op, const Row& row, const kern
 }
 
 // The run() checks both plans share: the tensors are the plan's, the outputs
-// o and lse overlap no input nor each other, the workspace is there.
+// o and lse overlap no input nor each other.
 Status check_run(std::string_view op, std::span<const Tensor> in, std::span<const TensorDesc> inputs,
                  std::span<const std::string_view> in_names, std::span<const Tensor> out,
-                 std::span<const TensorDesc> outputs, std::int64_t workspace_bytes, const void* workspace) {
+                 std::span<const TensorDesc> outputs) {
   static constexpr std::string_view kOut[] = {"o", "lse"};
   TESSERA_RETURN_IF_ERROR(check_tensors(op, in, inputs, in_names));
   TESSERA_RETURN_IF_ERROR(check_tensors(op, out, outputs, kOut));
   for (std::size_t o = 0; o < out.size(); ++o)
     for (std::size_t i = 0; i < in.size(); ++i) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[i], in_names[i], false));
   if (out.size() == 2) TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "lse", out[0], "o", false));
-  if (workspace_bytes > 0 && !workspace)
-    return Status::invalid_argument(fmt::format("workspace: the plan needs {} bytes, none given", workspace_bytes));
   return {};
 }
 
@@ -238,7 +236,7 @@ class AttentionPlan final : public Plan {
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kMasked[] = {"q", "k", "v", "mask"}, kVarlen[] = {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"};
     const std::span<const std::string_view> in_names = varlen_batch_ ? std::span<const std::string_view>(kVarlen) : kMasked;
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, in_names, out, outputs_, workspace_, workspace));
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, in_names, out, outputs_));
     std::vector<Unit> units;
     TESSERA_RETURN_IF_ERROR(make_units(in, out, units));
     return run_units(stream, op(), *row_, tiling_, units, workspace);
@@ -451,7 +449,7 @@ class PagedAttentionPlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kIn[] = {"q", "seq_ids"};
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, kIn, out, outputs_, workspace_, workspace));
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, kIn, out, outputs_));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
     const KvCacheConfig& c = cache_->config();
     const std::int64_t batch = q.shape[0], sq = q.shape[1], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[2] / hkv;

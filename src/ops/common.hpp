@@ -38,8 +38,8 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
 Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs);
 
 // Plans through the context's cache (key: op, attributes, descs, ISA
-// ceiling), takes any workspace from the memory pool (held until the op has
-// run), and runs. The profiler's host time starts here, plan lookup included.
+// ceiling), and runs (the workspace from the memory pool, as Plan::run
+// takes it). The profiler's host time starts here, plan lookup included.
 template <class MakePlan>
 Status run_cached(Stream& stream, const PlanKey& key, MakePlan&& make_plan, std::span<const Tensor> inputs,
                   std::span<const Tensor> outputs) {
@@ -52,11 +52,7 @@ Status run_cached(Stream& stream, const PlanKey& key, MakePlan&& make_plan, std:
     cached = *made;
     ctx.plans().insert(key, cached);
   }
-  const auto& plan = static_cast<const Plan&>(*cached);
-  if (plan.workspace_bytes() == 0) return plan.launch(stream, inputs, outputs, nullptr, nullptr, host_start);
-  TESSERA_ASSIGN_OR_RETURN(auto workspace, ctx.memory().allocate(plan.workspace_bytes()));
-  auto block = std::make_shared<MemoryPool::Block>(std::move(workspace));
-  return plan.launch(stream, inputs, outputs, block->data(), block, host_start);
+  return static_cast<const Plan&>(*cached).launch(stream, inputs, outputs, nullptr, host_start);
 }
 
 // Calls fn(offsets, i0, i1) for every piece of an (outer x inner) iteration

@@ -31,8 +31,15 @@ OpRecord record_of(const Plan& plan, const Stream& stream, std::span<const Tenso
 }  // namespace
 
 Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace,
-                    std::shared_ptr<MemoryPool::Block> workspace_block, Clock::time_point host_start) const {
+                    Clock::time_point host_start) const {
   Profiler& profiler = stream.context().profiler();
+  if (profiler.enabled() && host_start == Clock::time_point{}) host_start = Clock::now();
+  std::shared_ptr<MemoryPool::Block> workspace_block;  // the pool's, held until the op has run
+  if (!workspace && workspace_bytes() > 0) {
+    TESSERA_ASSIGN_OR_RETURN(auto block, stream.context().memory().allocate(workspace_bytes()));
+    workspace_block = std::make_shared<MemoryPool::Block>(std::move(block));
+    workspace = workspace_block->data();
+  }
   // Runs `plan` and completes the record with the run's begin and end.
   const auto run_recorded = [](const Plan& plan, Stream& stream, std::span<const Tensor> in,
                                std::span<const Tensor> out, void* workspace, OpRecord& record) {
@@ -45,7 +52,6 @@ Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const 
   };
   std::optional<OpRecord> record;  // present while the profiler is on
   if (profiler.enabled()) {
-    if (host_start == Clock::time_point{}) host_start = Clock::now();
     record = record_of(*this, stream, in, out);
     record->threads = stream.pool().threads();
     record->host_begin_ns = profiler.since_start(host_start);

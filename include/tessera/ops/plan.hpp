@@ -50,21 +50,22 @@ class Plan : public CachedPlan, public std::enable_shared_from_this<Plan> {
   virtual std::vector<TuningParam> tuning_params() const { return {}; }
 
   // Runs the plan on `stream` (see stream.hpp for when it returns and how
-  // errors surface). The plan must be owned by a PlanPtr.
+  // errors surface). The plan must be owned by a PlanPtr. Without a
+  // workspace, one of workspace_bytes() comes from the context's memory
+  // pool, held until the op has run.
   Status run(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
              void* workspace = nullptr) const {
-    return launch(stream, inputs, outputs, workspace, nullptr, {});
+    return launch(stream, inputs, outputs, workspace, {});
   }
   Status run(Stream& stream, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> outputs,
              void* workspace = nullptr) const {
     return run(stream, std::span(inputs.begin(), inputs.size()), std::span(outputs.begin(), outputs.size()), workspace);
   }
 
-  // run() with the workspace in a pool block that the stream holds until the
-  // op has run, and the time the caller began (plan lookup included) for the
+  // run() with the time the caller began (plan lookup included) for the
   // profiler's host time; the one-shot functions' path.
   Status launch(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs, void* workspace,
-                std::shared_ptr<MemoryPool::Block> workspace_block, std::chrono::steady_clock::time_point host_start) const;
+                std::chrono::steady_clock::time_point host_start) const;
 
  protected:
   Plan(std::string_view kernel, std::int64_t bytes, std::int64_t flops) : kernel_(kernel), bytes_(bytes), flops_(flops) {}
