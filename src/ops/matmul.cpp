@@ -111,6 +111,9 @@ class GemmPlan final : public Plan {
     // W8A8: the pre-pass that quantizes A's rows into the workspace (the
     // best one under the context's ISA ceiling); null otherwise.
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
+    // AMX bf16: A rounded to bf16 once into the workspace, where each of
+    // several tasks along N would round its own rows per K slice.
+    bool round_a = false;
     std::int64_t bytes = 0;
     std::string tuning_key;  // "": the row has no tiling to tune
     // LinearOptions::dynamic_rows: a and c (and the residual) are 2-D and
@@ -140,11 +143,12 @@ class GemmPlan final : public Plan {
     return out;
   }
 
-  // W8A8: int8 rows of A ([batch][M rounded up to 16][K rounded up to 64])
-  // and one f32 scale per row.
+  // The pre-pass's rows of A: W8A8's int8 rows, then one f32 scale per
+  // row; or the AMX row's bf16 blocks.
   std::int64_t workspace_bytes() const override {
-    if (!s_.quantize_a) return 0;
-    return q_values_bytes() + s_.g.batch.numel() * q_rows() * 4;
+    const std::int64_t matrices = s_.g.batch.numel();
+    if (s_.quantize_a) return q_values_bytes() + matrices * pre_rows() * 4;
+    return s_.round_a ? matrices * a16_matrix_elems() * 2 : 0;
   }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
@@ -165,8 +169,6 @@ class GemmPlan final : public Plan {
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(&c, 1), kOut));
     for (std::size_t i = 0; i < n_in; ++i)
       TESSERA_RETURN_IF_ERROR(check_overlap(out[0], "c", in[i], s_.names[i], i == residual));
-    if (workspace_bytes() > 0 && workspace == nullptr)
-      return Status::invalid_argument(fmt::format("{}: workspace: {} bytes required (workspace_bytes()), got none", op(), workspace_bytes()));
     return stream.submit(op(), [&] {
       execute(stream.pool(), g, in, out[0], workspace);
       return Status{};
@@ -174,27 +176,37 @@ class GemmPlan final : public Plan {
   }
 
  private:
-  std::int64_t q_rows() const { return kernels::round_up(s_.g.m, 16); }  // AMX reads A in 16-row tiles
-  std::int64_t q_stride() const { return kernels::round_up(std::max<std::int64_t>(s_.g.k, 1), 64); }
-  // The int8 rows; the scales follow, 64-byte aligned.
-  std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * q_rows() * q_stride(), 64); }
+  std::int64_t pre_rows() const { return kernels::round_up(s_.g.m, 16); }  // AMX reads A in 16-row tiles
+  // W8A8: [batch][pre_rows()][q_stride()], K in whole lines. Rows a multiple
+  // of 1 KiB apart (K = 4096) would fall in the same few L1 sets, so that a
+  // tile's 16 rows (a micro-tile's 14) evict each other: a line of padding
+  // spreads them (AMX, M = 128 and 512: 1.3x faster).
+  std::int64_t q_stride() const {
+    const std::int64_t stride = kernels::round_up(std::max<std::int64_t>(s_.g.k, 1), 64);
+    return stride % 1024 == 0 ? stride + 64 : stride;
+  }
+  std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * pre_rows() * q_stride(), 64); }
+  // AMX bf16: per matrix, A's columns in blocks of the row's K slice, each
+  // pre_rows() rows of a16_slice() elements: the 32 rows a block of C reads
+  // per slice lie together, as a task's own copy put them (read with a row
+  // stride of 8 KiB, even from L2, tiles were 10 % slower).
+  std::int64_t a16_slice() const { return kernels::amx_k_slice(s_.tiling.k_block, s_.g.k, kernels::kBf16KStep); }
+  std::int64_t a16_matrix_elems() const {
+    return (s_.g.k + a16_slice() - 1) / a16_slice() * pre_rows() * a16_slice();
+  }
 
-  // Every row of every matrix of the batch, once, split over the pool.
-  // The workspace is laid out for the planned M (s_.g); `g` holds the rows of this run.
-  void quantize_a(ThreadPool& pool, const Geometry& g, const kernels::MatmulArgs& args, const char* a, std::int8_t* q,
-                  float* scales) const {
-    const std::int64_t rows = q_rows(), ldq = q_stride();
-    const std::int64_t tile_rows = kernels::round_up(g.m, 16);  // what the kernel reads
-    for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)  // rows past M: zero (quantize_a zeroes past K)
-      std::memset(q + (matrix * rows + g.m) * ldq, 0, std::size_t((tile_rows - g.m) * ldq));
+  // rows(p, matrix, m0, m1) for the rows of every matrix of the batch, once,
+  // split over the pool. The workspace is laid out for the planned M (s_.g);
+  // `g` holds the rows of this run.
+  template <class Rows>
+  void pre_pass(ThreadPool& pool, const Geometry& g, const kernels::MatmulArgs& args, const char* a, Rows&& rows) const {
     const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(g.k, 1));
     pool.parallel_for(g.batch.numel() * g.m, grain, [&](std::int64_t b, std::int64_t e) {
       while (b < e) {
         const std::int64_t matrix = b / g.m, m0 = b % g.m, m1 = std::min(g.m, m0 + (e - b));
         kernels::MatmulArgs p = args;
         p.a = a + g.batch.offsets(matrix)[0] * bytes_of(args.a_dtype);
-        const std::int64_t row0 = matrix * rows + m0;
-        s_.quantize_a(p, m0, m1, q + row0 * ldq, ldq, scales + row0);
+        rows(p, matrix, m0, m1);
         b += m1 - m0;
       }
     });
@@ -217,10 +229,30 @@ class GemmPlan final : public Plan {
     args.c_row_stride = g.c_rs, args.c_col_stride = g.c_cs;
     args.ep = {s_.epilogue.scale, static_cast<kernels::Act>(s_.epilogue.activation), bias ? bias->data() : nullptr,
                bias ? bias->dtype() : DType::f32, nullptr, res ? res->dtype() : DType::f32, g.r_rs, g.r_cs};
-    auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;  // a caller may pass workspace unasked
+    // The pre-passes, into the workspace (a caller may pass it unasked). Rows
+    // past M, up to the 16-row tiles the kernels read, are zero.
+    const std::int64_t tile_rows = kernels::round_up(g.m, 16), ldq = q_stride();
+    auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;
     auto* q_scales = q ? reinterpret_cast<float*>(q + q_values_bytes()) : nullptr;
-    if (s_.quantize_a) quantize_a(pool, g, args, byte_ptr(in[0]), q, q_scales);
-    args.a_q_stride = q_stride();
+    if (q) {
+      for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)
+        std::memset(q + (matrix * pre_rows() + g.m) * ldq, 0, std::size_t((tile_rows - g.m) * ldq));
+      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0, std::int64_t m1) {
+        const std::int64_t row = matrix * pre_rows() + m0;
+        s_.quantize_a(p, m0, m1, q + row * ldq, ldq, q_scales + row);
+      });
+    }
+    args.a_q_stride = ldq;
+    auto* a16 = s_.round_a ? static_cast<std::uint16_t*>(workspace) : nullptr;
+    const std::int64_t slice = a16_slice();
+    if (a16) {
+      for (std::int64_t block = 0; block < g.batch.numel() * a16_matrix_elems() / (pre_rows() * slice); ++block)
+        std::memset(a16 + (block * pre_rows() + g.m) * slice, 0, std::size_t((tile_rows - g.m) * slice * 2));
+      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0, std::int64_t m1) {
+        kernels::amx::round_a_rows(p, m0, m1, a16 + matrix * a16_matrix_elems(), pre_rows(), slice);
+      });
+    }
+    args.a_bf16_rows = pre_rows(), args.a_bf16_slice = slice;
     // A C larger than L3 cannot stay cached for its reader: written with
     // streaming stores (AMD EPYC, bf16 linear 4096 x 320 -> 2560 into f32,
     // 42 MB, then GEGLU over it, alternating: 1 thread 45-48 -> 39-42 ms, 2
@@ -237,9 +269,10 @@ class GemmPlan final : public Plan {
       p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
       if (has_b) p.b = byte_ptr(in[1]) + off[1] * bytes_of(args.b_dtype);
       if (q) {
-        p.a_q = q + task / per_matrix * q_rows() * q_stride();
-        p.a_scales = q_scales + task / per_matrix * q_rows();
+        p.a_q = q + task / per_matrix * pre_rows() * ldq;
+        p.a_scales = q_scales + task / per_matrix * pre_rows();
       }
+      if (a16) p.a_bf16 = a16 + task / per_matrix * a16_matrix_elems();
       p.c = const_cast<char*>(byte_ptr(c)) + off[2] * bytes_of(args.c_dtype);
       if (res) p.ep.residual = byte_ptr(*res) + off[3] * bytes_of(res->dtype());
       s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
@@ -314,6 +347,9 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   spec.row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
   spec.tiling = spec.row->tiling(problem, ctx.hw());
   apply_tuning(ctx, problem, spec);
+  // Rounding A once pays where a block of rows meets several tasks along N.
+  spec.round_a = spec.row->run == kernels::amx::matmul_bf16 && g.n > spec.tiling.n_block &&
+                 !kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k);
   return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
 }
 

@@ -39,7 +39,7 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
   using Elem = typename Traits::Elem;
   constexpr std::int64_t ks = Traits::kKStep, tile_elems = 16 * 64 / sizeof(Elem);
   const std::int64_t rows_pad = round_up(m1 - m0, 16), panels = (n1 - n0 + kPanelCols - 1) / kPanelCols;
-  const std::int64_t kb = std::max(ks, std::min(t.k_block, round_up(p.k, ks)));
+  const std::int64_t kb = amx_k_slice(t.k_block, p.k, ks);
   const std::int64_t ldp = panels * kPanelCols;
   auto* a_pack = static_cast<Elem*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows_pad * kb) * sizeof(Elem)));
   auto* b_buf = static_cast<Elem*>(thread_scratch(ScratchSlot::b_panel, std::size_t(kb * ldp) * sizeof(Elem)));

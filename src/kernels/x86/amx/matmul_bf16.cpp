@@ -9,44 +9,47 @@ namespace tessera::kernels::amx {
 
 namespace {
 
-using avx512::load_a16;
 using avx512::tail_mask;
 using avx512::to_bf16;
+
+// kc elements of row m of A from column k0, rounded to bf16 into out, zero
+// from kc up to kc_pad.
+void round_row(const MatmulArgs& p, std::int64_t m, std::int64_t k0, std::int64_t kc, std::int64_t kc_pad,
+               std::uint16_t* out) {
+  if (p.a_dtype == DType::bf16 && p.a_col_stride == 1) {
+    std::memcpy(out, static_cast<const std::uint16_t*>(p.a) + m * p.a_row_stride + k0, std::size_t(kc) * 2);
+  } else {
+    avx512::with_a_row(p, m, [&](auto load) {
+      std::int64_t k = 0;
+      for (; k + 16 <= kc; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), to_bf16(load(k0 + k, 0xffff)));
+      if (k < kc) _mm256_mask_storeu_epi16(out + k, tail_mask(kc - k), to_bf16(load(k0 + k, tail_mask(kc - k))));
+    });
+  }
+  std::memset(out + kc, 0, std::size_t(kc_pad - kc) * 2);
+}
 
 struct Bf16Traits {
   using Elem = std::uint16_t;
   static constexpr std::int64_t kKStep = kBf16KStep;
 
-  // Rows of A rounded to bf16 into dst, zero past m1 and past kc; or bf16
-  // rows in place, when the tiles would read only A itself (whole 16-row
-  // tiles, whole 32-deep steps) and the rows do not crowd into a few L1
-  // sets: a row stride of a multiple of 1 KiB (K = 4096: 8 KiB) puts a
-  // block's 32 rows in at most four set groups, and they evict each other.
-  // Measured in place: K = 11008, M = 512 8-21 % faster (M = 128 2 %);
-  // K = 4096, 12-19 % slower, hence the exception.
+  // Rows of A rounded to bf16 into dst, zero past m1 and past kc; or read
+  // in place: the rows the pre-pass rounded (a_bf16), or bf16 rows that
+  // tiles can read as they are (amx_reads_a_in_place).
   static const Elem* a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t k0, std::int64_t kc,
                             Elem* dst, std::int64_t& lda) {
-    if (p.a_dtype == DType::bf16 && p.a_col_stride == 1 && kc % kKStep == 0 && (m1 - m0) % 16 == 0 &&
-        p.a_row_stride * std::int64_t(sizeof(Elem)) % 1024 != 0) {
+    if (p.a_bf16) {
+      lda = p.a_bf16_slice;
+      return p.a_bf16 + (k0 / lda * p.a_bf16_rows + m0) * lda;
+    }
+    if (amx_reads_a_in_place(p.a_dtype, p.a_row_stride, p.a_col_stride, m1 - m0, kc)) {
       lda = p.a_row_stride;
       return static_cast<const Elem*>(p.a) + m0 * p.a_row_stride + k0;
     }
     const std::int64_t kc_pad = round_up(kc, kKStep);
     for (std::int64_t m = m0; m < m0 + round_up(m1 - m0, 16); ++m) {
       Elem* out = dst + (m - m0) * lda;
-      if (m >= m1) {
-        std::memset(out, 0, std::size_t(kc_pad) * sizeof(Elem));
-        continue;
-      }
-      if (p.a_dtype == DType::bf16 && p.a_col_stride == 1) {
-        std::memcpy(out, static_cast<const Elem*>(p.a) + m * p.a_row_stride + k0, std::size_t(kc) * sizeof(Elem));
-      } else {
-        for (std::int64_t k = 0; k < kc; k += 16) {
-          const __mmask16 mask = tail_mask(kc - k);
-          _mm256_mask_storeu_epi16(out + k, mask, to_bf16(load_a16(p, m, k0 + k, mask)));
-        }
-      }
-      std::memset(out + kc, 0, std::size_t(kc_pad - kc) * sizeof(Elem));
+      if (m < m1) round_row(p, m, k0, kc, kc_pad, out);
+      else std::memset(out, 0, std::size_t(kc_pad) * sizeof(Elem));
     }
     return dst;
   }
@@ -70,6 +73,15 @@ struct Bf16Traits {
 };
 
 }  // namespace
+
+void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows,
+                  std::int64_t slice) {
+  for (std::int64_t m = m0; m < m1; ++m)
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += slice) {
+      const std::int64_t kc = std::min(slice, p.k - k0);
+      round_row(p, m, k0, kc, round_up(kc, kBf16KStep), dst + (k0 / slice * rows + m) * slice);
+    }
+}
 
 // bf16 x bf16 -> f32 on AMX tiles; see gemm_driver.hpp for the loop nest.
 void matmul_bf16(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
