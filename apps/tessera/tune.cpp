@@ -114,7 +114,6 @@ class GemmCase {
     c.kernel_ = plan->kernel();
     c.params_ = plan->tuning_params();
     c.default_ = setting_of(*plan);
-    TESSERA_ASSIGN_OR_RETURN(c.workspace_, c.workspace_for(*plan));
     return owner;
   }
 
@@ -154,10 +153,11 @@ class GemmCase {
     return plans;
   }
 
-  // Runs `plan` once; returns when C is written.
+  // Runs `plan` once; returns when C is written. Its workspace (sized by
+  // the tiling: W8A8's quantized A, the AMX row's bf16 A) from the pool.
   Status run(const ops::Plan& plan) {
     const Tensor in[] = {a_}, out[] = {c_};
-    TESSERA_RETURN_IF_ERROR(plan.run(stream_, in, out, workspace_.get()));
+    TESSERA_RETURN_IF_ERROR(plan.run(stream_, in, out));
     return stream_.synchronize();
   }
   // C as the plan with tiling `s` computes it.
@@ -176,19 +176,12 @@ class GemmCase {
   Result<ops::PlanPtr> plan(Context& ctx, const ops::WeightsPtr& w) const {
     return ops::Linear::plan(ctx, a_.desc(), w, c_.desc(), {}, {.quantize_activations = type_ == GemmType::int8});
   }
-  static Result<AlignedBuffer> workspace_for(const ops::Plan& plan) {
-    AlignedBuffer buffer(aligned_alloc_bytes(std::size_t(std::max<std::int64_t>(plan.workspace_bytes(), 1))));
-    if (!buffer) return Status::out_of_memory(fmt::format("workspace: {} bytes", plan.workspace_bytes()));
-    return buffer;
-  }
-
   Context& ctx_;
   Stream stream_;
   GemmType type_;
   std::int64_t m_, n_, k_;
   std::vector<ops::WeightsPtr> weights_;
   Tensor a_, c_;
-  AlignedBuffer workspace_;  // W8A8: A quantized per call
   std::string key_;
   std::string_view kernel_;
   std::vector<ops::TuningParam> params_;
