@@ -237,7 +237,8 @@ class GemmPlan final : public Plan {
     if (q) {
       for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)
         std::memset(q + (matrix * pre_rows() + g.m) * ldq, 0, std::size_t((tile_rows - g.m) * ldq));
-      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0, std::int64_t m1) {
+      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
+                                                   std::int64_t m1) {
         const std::int64_t row = matrix * pre_rows() + m0;
         s_.quantize_a(p, m0, m1, q + row * ldq, ldq, q_scales + row);
       });
@@ -248,7 +249,8 @@ class GemmPlan final : public Plan {
     if (a16) {
       for (std::int64_t block = 0; block < g.batch.numel() * a16_matrix_elems() / (pre_rows() * slice); ++block)
         std::memset(a16 + (block * pre_rows() + g.m) * slice, 0, std::size_t((tile_rows - g.m) * slice * 2));
-      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0, std::int64_t m1) {
+      pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
+                                                   std::int64_t m1) {
         kernels::amx::round_a_rows(p, m0, m1, a16 + matrix * a16_matrix_elems(), pre_rows(), slice);
       });
     }

@@ -21,7 +21,8 @@ void round_row(const MatmulArgs& p, std::int64_t m, std::int64_t k0, std::int64_
   } else {
     avx512::with_a_row(p, m, [&](auto load) {
       std::int64_t k = 0;
-      for (; k + 16 <= kc; k += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), to_bf16(load(k0 + k, 0xffff)));
+      for (; k + 16 <= kc; k += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), to_bf16(load(k0 + k, 0xffff)));
       if (k < kc) _mm256_mask_storeu_epi16(out + k, tail_mask(kc - k), to_bf16(load(k0 + k, tail_mask(kc - k))));
     });
   }
