@@ -191,9 +191,8 @@ class GemmPlan final : public Plan {
   // per slice lie together, as a task's own copy put them (read with a row
   // stride of 8 KiB, even from L2, tiles were 10 % slower).
   std::int64_t a16_slice() const { return kernels::amx_k_slice(s_.tiling.k_block, s_.g.k, kernels::kBf16KStep); }
-  std::int64_t a16_matrix_elems() const {
-    return (s_.g.k + a16_slice() - 1) / a16_slice() * pre_rows() * a16_slice();
-  }
+  std::int64_t a16_slices() const { return (s_.g.k + a16_slice() - 1) / a16_slice(); }
+  std::int64_t a16_matrix_elems() const { return a16_slices() * pre_rows() * a16_slice(); }
 
   // rows(p, matrix, m0, m1) for the rows of every matrix of the batch, once,
   // split over the pool. The workspace is laid out for the planned M (s_.g);
@@ -247,7 +246,7 @@ class GemmPlan final : public Plan {
     auto* a16 = s_.round_a ? static_cast<std::uint16_t*>(workspace) : nullptr;
     const std::int64_t slice = a16_slice();
     if (a16) {
-      for (std::int64_t block = 0; block < g.batch.numel() * a16_matrix_elems() / (pre_rows() * slice); ++block)
+      for (std::int64_t block = 0; block < g.batch.numel() * a16_slices(); ++block)
         std::memset(a16 + (block * pre_rows() + g.m) * slice, 0, std::size_t((tile_rows - g.m) * slice * 2));
       pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
                                                    std::int64_t m1) {
