@@ -8,6 +8,8 @@ namespace {
 
 // Head dims up to 512 (SD's VAE attends in one head of 512: the scalar row
 // took 0.9 s at 1024 tokens where these take 6-13 ms, AMD EPYC, 2 threads).
+// AVX2 has one row for prefill and decode: the flash kernel, split like
+// decode on decode shapes (avx2/flash_attention.cpp).
 bool simd_supported(const AttentionProblem& p) {
   const auto is_float = [](DType t) { return t == DType::f32 || t == DType::bf16; };
   return is_float(p.q) && is_float(p.o) && (is_float(p.kv) || p.kv == DType::i8) && p.head_dim <= 512;
@@ -116,6 +118,7 @@ std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
       {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv_tiles, bf16_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
+      {"flash_attention_avx2", hw::Isa::avx2, simd_supported, flash_or_split_tiling, avx2::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},
   };

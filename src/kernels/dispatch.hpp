@@ -1,6 +1,7 @@
 #pragma once
 // Storage-type and flag dispatch for kernel loops (no intrinsics: every ISA level uses
 // it, as activation.hpp's dispatch_act).
+#include <cstdint>
 #include <type_traits>
 
 #include "tessera/core/dtype.hpp"
@@ -25,6 +26,16 @@ template <class F>
 inline void dispatch_bool(bool b, F&& f) {
   if (b) return f(std::true_type{});
   return f(std::false_type{});
+}
+
+// Calls f(std::integral_constant<int, n>{}) for 1 <= n <= Max, so a kernel
+// can take a run-time count (the rows of a last, short tile) as a
+// compile-time one.
+template <int Max, class F>
+inline void dispatch_count(std::int64_t n, F&& f) {
+  if constexpr (Max > 1)
+    if (n < Max) return dispatch_count<Max - 1>(n, f);
+  f(std::integral_constant<int, Max>{});
 }
 
 }  // namespace tessera::kernels

@@ -82,6 +82,12 @@ bool bf16_dot_supports(const MatmulProblem& p) {
   return p.a == DType::bf16 && p.b == DType::bf16;
 }
 
+// AVX2 decode: as decode_supports; quantized weights in groups of whole
+// quads of k (the i4 and i8 layouts' 4 k per lane), others take the f32 row.
+bool decode_avx2_supports(const MatmulProblem& p) {
+  return decode_supports(p) && (p.b == DType::f32 || p.b == DType::bf16 || groups_in_quads(p.b_group, p.k));
+}
+
 // Splits N so that there are at least 4 tasks per core (cores drift in
 // speed here; more, smaller tasks even out), in panel multiples, at most
 // max_n wide.
@@ -176,6 +182,7 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
       {"matmul_int8_vnni", hw::Isa::avx512_bf16, int8_supports, int8_vnni_tiling, avx512_bf16::matmul_int8_vnni},
       {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, bf16_dot_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
+      {"matmul_decode_avx2", hw::Isa::avx2, decode_avx2_supports, panel_streams_tiling, avx2::matmul_decode},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},
   };

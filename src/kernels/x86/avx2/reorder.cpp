@@ -30,26 +30,6 @@ static inline void store_lanes(void* p, DType t, bool raw, __m256 v, std::int64_
   if (n < 8) std::memcpy(p, buf, std::size_t(n * bytes_of(t)));
 }
 
-// In-register transpose: r[i][j] -> r[j][i].
-static inline void transpose8x8(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    r[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xee);
-    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
-    t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
-  }
-  for (int j = 0; j < 8; ++j) r[j] = t[j];
-}
-
 static inline std::int64_t min(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
 static void copy_runs(const ReorderArgs& a) {

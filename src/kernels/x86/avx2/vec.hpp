@@ -114,6 +114,26 @@ static inline __m256 lanes_below(std::int64_t n) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
+// In-register transpose: r[i][j] -> r[j][i].
+static inline void transpose8x8(__m256 r[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    r[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xee);
+    r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
+    t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
+  }
+  for (int j = 0; j < 8; ++j) r[j] = t[j];
+}
+
 // exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
 // halves so that n down to -150 (subnormal results) and up to 128 (Inf) work.
 // Tiny: see ExpTiny.

@@ -1,19 +1,17 @@
 #pragma once
 // Pieces shared by the AVX-512 attention kernels (flash and decode): reading
 // key / value rows of a KvSource as f32, the additive mask, and writing a
-// unit's final rows or its split-KV piece. Static, like vec.hpp.
+// unit's final rows or its split-KV piece (addressing and prefetching the
+// rows: x86/attention_rows.hpp). Static, like vec.hpp.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <type_traits>
 
-#include "kernels/attention.hpp"
+#include "kernels/x86/attention_rows.hpp"
 #include "kernels/x86/load1.hpp"
 #include "kernels/x86/avx512/math.hpp"
 
 namespace tessera::kernels::avx512 {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // 16 features of one key or value row as f32 (int8: times the token's
 // scale); features outside `mask` (past the head dim) read as 0.
@@ -23,44 +21,6 @@ static inline __m512 load_kv16(const void* row, DType t, std::int64_t d, float s
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
   }
   return load16(advance(row, t, d), t, mask);
-}
-
-// Addresses (and int8 scales) of keys [tb, tb + n): one division for the
-// first key, then slots are stepped, since paged runs are block_size long.
-template <int N>
-struct KvRows {
-  const void* k[N];
-  const void* v[N];
-  float k_scale[N], v_scale[N];
-};
-
-template <int N>
-static inline void gather_rows(const KvSource& kv, std::int64_t tb, std::int64_t n, KvRows<N>& rows) {
-  const std::int64_t elt = bytes_of(kv.dtype);
-  const auto* k = static_cast<const char*>(kv.k);
-  const auto* v = static_cast<const char*>(kv.v);
-  if (!kv.block_table) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      rows.k[i] = k + (tb + i) * kv.k_token_stride * elt;
-      rows.v[i] = v + (tb + i) * kv.v_token_stride * elt;
-    }
-    return;
-  }
-  // Per run of the keys within one physical block: its table entry and
-  // bases once, then a step per key.
-  const std::int64_t k_step = kv.k_token_stride * elt, v_step = kv.v_token_stride * elt;
-  for (std::int64_t i = 0, block = tb / kv.block_size, slot = tb % kv.block_size; i < n; ++block, slot = 0) {
-    const std::int64_t physical = kv.block_table[block], run = std::min(n - i, kv.block_size - slot);
-    const char* kr = k + (physical * kv.block_stride + slot * kv.k_token_stride) * elt;
-    const char* vr = v + (physical * kv.block_stride + slot * kv.v_token_stride) * elt;
-    for (std::int64_t j = 0; j < run; ++j) rows.k[i + j] = kr + j * k_step, rows.v[i + j] = vr + j * v_step;
-    if (kv.k_scale) {
-      const std::int64_t at = physical * kv.scale_block_stride + slot;
-      std::copy(kv.k_scale + at, kv.k_scale + at + run, rows.k_scale + i);
-      std::copy(kv.v_scale + at, kv.v_scale + at + run, rows.v_scale + i);
-    }
-    i += run;
-  }
 }
 
 // The additive mask of one row for `count` <= 16 keys from `row` (zeros past count).
@@ -138,90 +98,6 @@ struct RowView {
 
 constexpr std::int64_t kMaxRows = 16;
 
-// The K and V rows of a block ahead, prefetched a few at a time while
-// this block is converted and computed: a burst of prefetches would stall on
-// the fill buffers, and without them the hardware prefetcher, which starts
-// afresh on every page, leaves memory idle while the block is computed. The
-// decode kernels tick() between keys, a row or two each time (pace spreads
-// the block over the ticks): shares of ~60 lines, one per pass over a few
-// rows, still filled the miss buffers and the core waited on them, so
-// arithmetic and memory took turns instead of overlapping (AMD EPYC, Zen 4,
-// bench attention decode_b1 kv4096, alternating: f32 13 -> 17-18 GB/s at 1
-// thread, 17-23 -> 29-30 at 2; bf16 12.4-12.8 -> 15-16.5 at 1 thread). A
-// row's lines go out together, at offsets known at compile time: a list of
-// every line's address, loaded back one by one, cost ~80 instructions a key.
-// Into L2 where L1 holds 32 KiB: two blocks ahead is 32 KiB of rows at f32
-// D = 128 (int8 too: 64-key blocks), as much as that L1 holds, which then
-// evicted them before use (AMD EPYC, Zen 4, bench attention decode_b1,
-// alternating: f32 7-8 -> 10-12 GB/s at 1 thread, 13-15 -> 17-20 at 2;
-// bf16 and int8 +10-30 %). Into L1 where it holds 48 KiB (the decode
-// tiling's prefetch_l1): AMD EPYC Turin (Zen 5), decode_b1_kv4096,
-// alternating, 5 rounds: f32 1.75 -> 1.61 ms at 1 thread, 1.06 -> 0.91 at
-// 2; bf16 0.86 -> 0.81, 0.50 -> 0.42; int8 even (on Sapphire Rapids, also
-// 48 KiB, the hint measured within noise). And into L1, the next block
-// rather than the one after (add_block_ahead): the lines wait there for a
-// block's time instead of two, crowding the rows in use less (Turin,
-// alternating, 4 rounds, 1 / 2 threads: decode_b8_kv1024 f32 3.68 -> 3.15,
-// 1.82 -> 1.64 ms, bf16 1.96 -> 1.54, 0.98 -> 0.86; decode_b1_kv16384 f32
-// 8.3 -> 7.1, 4.1 -> 3.8, int8 2.1 -> 1.76; decode_b1_kv4096 within 5 %).
-// The flash kernels take the same prefetcher with RowBytes 0, any head dim
-// (`row_bytes` set at run time): their burst of every line of the next
-// block at its start (rows a page apart: 512 lines at 32 keys of D = 128)
-// stalled the loads that followed it, and measured no faster than no
-// prefetch at all (f32 prefill S 512, 1 thread, alternating: 25.4-25.9 ms
-// both ways, 24.9-25.1 with the shares).
-// In an unnamed namespace: each ISA's translation unit keeps its own copy
-// (member functions are implicitly inline, and `static` cannot be applied
-// to a class).
-namespace {
-template <std::int64_t RowBytes, std::int64_t Keys>
-struct Prefetcher {
-  const char* row[2 * Keys];  // K and V rows, interleaved
-  int count = 0, next = 0;
-  std::int64_t row_bytes = RowBytes;
-  const bool to_l1;
-  explicit Prefetcher(bool prefetch_l1) : to_l1(prefetch_l1) {}
-  // The decode kernels' rows to fetch while the block from tb is computed:
-  // the next block's into L1, the one after next's into L2 (see above), up
-  // to t_end.
-  void add_block_ahead(const KvSource& kv, std::int64_t tb, std::int64_t t_end) {
-    const std::int64_t ahead = tb + (to_l1 ? 1 : 2) * Keys;
-    add_rows(kv, ahead, std::clamp<std::int64_t>(t_end - ahead, 0, Keys));
-  }
-  void add_rows(const KvSource& kv, std::int64_t tb, std::int64_t n) {
-    count = next = 0;
-    KvRows<Keys> rows;  // the addresses as the kernel gathers them: no division per key
-    gather_rows(kv, tb, n, rows);
-    for (std::int64_t i = 0; i < n; ++i) {
-      row[count++] = static_cast<const char*>(rows.k[i]);
-      row[count++] = static_cast<const char*>(rows.v[i]);
-    }
-  }
-  // Issues the next share: `of` shares make up the block.
-  void issue(int share, int of) { issue_to(int((std::int64_t(count) * (share + 1) + of - 1) / of)); }
-  // Spreads the block's rows over the next `ticks` calls of tick() (16.16
-  // fixed point: no division per tick).
-  void pace(int ticks) {
-    step = (std::int64_t(count) << 16) / std::max(ticks, 1) + 1;
-    due = std::int64_t(next) << 16;
-  }
-  void tick() {
-    due += step;
-    issue_to(int(due >> 16));
-  }
-
- private:
-  std::int64_t step = 0, due = 0;
-  void issue_to(int end) {
-    int i = next;
-    for (end = std::min(end, count); i < end; ++i)
-      for (std::int64_t b = 0; b < (RowBytes > 0 ? RowBytes : row_bytes); b += 64)
-        to_l1 ? _mm_prefetch(row[i] + b, _MM_HINT_T0) : _mm_prefetch(row[i] + b, _MM_HINT_T1);
-    next = i;
-  }
-};
-}  // namespace
-
 // The keys [tb, tb + n) of a decode block of N: their rows (those past n
 // read `zero`), the rows of a block ahead for the prefetcher, and
 // how many of the block's keys each row sees. Returns n.
@@ -266,13 +142,6 @@ static inline void for_pv_passes(std::int64_t rows, Pass&& pass) {
     else if (left >= 2) pass(r, std::integral_constant<int, 2>()), r += 2;
     else pass(r, std::integral_constant<int, 1>()), r += 1;
   }
-}
-
-// The end of the keys up to t1 that any of the unit's rows sees: causal,
-// keys past the last row's limit are never visible.
-static inline std::int64_t visible_keys_end(const AttentionArgs& a, std::int64_t t1) {
-  const std::int64_t positions = (a.rows + a.group - 1) / a.group;
-  return a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
 }
 
 // The rows' views for keys up to t1 (q rows and the output go by the same

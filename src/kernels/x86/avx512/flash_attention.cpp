@@ -69,27 +69,12 @@ static void score_tile(const float* q, std::int64_t features, const float* kt, f
 // features are zeros (SD's 40-wide heads: 40 steps, not 48).
 static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, std::int64_t head_dim, const float* kt, float* s,
                        std::int64_t width, std::int64_t c, std::int64_t n, const std::int64_t* visible) {
-  for (std::int64_t r = 0; r < rows; r += kScoreRows) {
-    const std::int64_t rr = std::min(kScoreRows, rows - r), keys = std::min(n, visible[r + rr - 1]) - c;
-    if (keys <= 0) continue;
-    const float* sliver = q + r * dim;
-    float* out = s + r * width + c;
-    const float* k = kt + c;
-    const auto tile = [&]<int H>() {
-      switch (rr) {
-        case 1: score_tile<1, H>(sliver, head_dim, k, out, width); break;
-        case 2: score_tile<2, H>(sliver, head_dim, k, out, width); break;
-        case 3: score_tile<3, H>(sliver, head_dim, k, out, width); break;
-        case 4: score_tile<4, H>(sliver, head_dim, k, out, width); break;
-        case 5: score_tile<5, H>(sliver, head_dim, k, out, width); break;
-        case 6: score_tile<6, H>(sliver, head_dim, k, out, width); break;
-        case 7: score_tile<7, H>(sliver, head_dim, k, out, width); break;
-        default: score_tile<8, H>(sliver, head_dim, k, out, width); break;
-      }
-    };
-    if (keys <= 16) tile.template operator()<1>();
-    else tile.template operator()<2>();
-  }
+  for_visible_slivers<kScoreRows>(rows, c, n, visible, [&](std::int64_t r, std::int64_t rr, std::int64_t keys) {
+    dispatch_count<kScoreRows>(rr, [&](auto tile) {
+      if (keys <= 16) score_tile<tile(), 1>(q + r * dim, head_dim, kt + c, s + r * width + c, width);
+      else score_tile<tile(), 2>(q + r * dim, head_dim, kt + c, s + r * width + c, width);
+    });
+  });
 }
 
 // O[RR][c : c + w] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + w], w =
@@ -137,16 +122,14 @@ static void pv_tile(const float* p, std::int64_t width, const float* alpha, floa
   }
 }
 
-// The rows [0, rows) in tiles of RR, the last one of fewer rows.
-// Each tile over the keys its last row sees (P is 0 past a row's own).
+// The rows [0, rows) in tiles of RR, the last one of fewer rows; each tile
+// over the keys its last row sees (P is 0 past a row's own).
 template <int RR, int NV, bool Half = false>
 static void pv_chunk(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
                      std::int64_t dim, const float* const* vrow, const std::int64_t* visible, std::int64_t c) {
-  std::int64_t r = 0;
-  for (; r + RR <= rows; r += RR)
-    pv_tile<RR, NV, Half>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, visible[r + RR - 1], c);
-  if constexpr (RR > 1)
-    if (r < rows) pv_chunk<RR - 1, NV, Half>(p + r * width, width, alpha + r, o + r * dim, rows - r, dim, vrow, visible + r, c);
+  for_row_tiles<RR>(rows, visible, [&](auto tile, std::int64_t r, std::int64_t keys) {
+    pv_tile<tile(), NV, Half>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, keys, c);
+  });
 }
 
 // Head dims of 16 j + 8 up to 56 (j <= 3) end in a half vector; others are

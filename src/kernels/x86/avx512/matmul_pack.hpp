@@ -120,26 +120,6 @@ static inline const std::uint8_t* unsigned_a_rows(const MatmulArgs& p, std::int6
   return a;
 }
 
-// Rows [g0, g1) of a panel in a tile layout (bf16: Step 2, TileK 32; i8:
-// Step 4, TileK 64), in the order of memory: each 2 KiB tile's first column
-// half (1 KiB: its 64-byte rows of Step k), then its second. `row(half, k,
-// at)` gets half as std::integral_constant<int, 0 / 1> and `at`, the byte
-// offset of the row holding k (a multiple of Step) in the panel. Streaming
-// kernels walk this way so that a panel is one sequential run: both halves
-// of a row side by side make two streams 1 KiB apart, which held an AMD
-// EPYC (Zen 4) core to 55-60 % of its read bandwidth.
-template <std::int64_t Step, std::int64_t TileK, class Row>
-__attribute__((always_inline)) static inline void walk_halves(std::int64_t g0, std::int64_t g1, Row&& row) {
-  for (std::int64_t t0 = g0 / TileK * TileK; t0 < g1; t0 += TileK) {
-    const std::int64_t k0 = std::max(g0, t0), k1 = std::min(g1, t0 + TileK);
-    auto half = [&]<int H>(std::integral_constant<int, H> h) __attribute__((always_inline)) {
-      for (std::int64_t k = k0; k < k1; k += Step) row(h, k, t0 / TileK * 2048 + H * 1024 + (k - t0) / Step * 64);
-    };
-    half(std::integral_constant<int, 0>());
-    half(std::integral_constant<int, 1>());
-  }
-}
-
 // Row E (0..3) of a 64-byte block of int4 weights (packed_weights.hpp): the
 // stored integers of columns 0-15 (lo) and 16-31 (hi), one per lane, by
 // constant shifts (a shift by a count in a register is two instructions).

@@ -33,12 +33,8 @@ namespace {
 using avx512::decode_views;
 using avx512::finish_rows;
 using avx512::for_pv_passes;
-using avx512::gather_rows;
-using avx512::KvRows;
 using avx512::kDecodeKeys;  // keys per score vector
 using avx512::kMaxRows;
-using avx512::kNegInf;
-using avx512::Prefetcher;
 using avx512::q_row;
 using avx512::RowView;
 using avx512::score_block;

@@ -1,0 +1,306 @@
+// Flash attention on AVX2 + FMA (f32 compute), one unit of query rows
+// against a range of keys: the AVX-512 kernel's blocks on 8 lanes and 16
+// registers. Per block of up to 128 keys (whole 16-key chunks):
+//   1. K is converted to f32 and transposed 8 x 8 in registers into
+//      kt[D][keys], so the score tile S = Q · Kᵀ is a small GEMM: q
+//      broadcast from slivers of 6 rows, FMAs on rows of kt.
+//   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
+//   3. O = alpha · O + P · V, 16 features of 6 rows in registers across the
+//      block's keys. f32 V is read in place; bf16 / int8 V is converted first.
+// Decode shapes (a few positions, keys split across cores) take it too: per
+// key it spends ~50 cycles on the transpose, the scores and P V against the
+// ~200 that a key's K and V rows take to arrive from memory at one core's
+// bandwidth, so a separate decode kernel would wait on the same memory.
+// Any head dim up to 512: q, kt, V and O are held padded with zeros to a
+// multiple of 8 features (SD 1.x's 40-wide heads).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/attention_rows.hpp"
+#include "kernels/x86/avx2/vec.hpp"
+#include "kernels/x86/load1.hpp"
+
+namespace tessera::kernels::avx2 {
+
+namespace {
+
+constexpr std::int64_t kKeys = 16;  // keys per chunk of scores: two vectors
+// Keys per block, as the AVX-512 kernel (see there): fewer online updates
+// and K transposes per key.
+constexpr std::int64_t kBlockKeys = 128;
+// Rows of q per sliver, stored d-major ([D][kScoreRows]): 6 rows x 2 vectors
+// of accumulators, 2 of kt and a broadcast take 15 of the 16 registers.
+constexpr std::int64_t kScoreRows = 6;
+
+// n <= 8 features from d of one key or value row as f32 (int8: times the
+// token's scale), zeros past n.
+static inline __m256 load_kv8(const void* row, DType t, std::int64_t d, float scale, std::int64_t n) {
+  if (t == DType::i8) {
+    const auto* p = static_cast<const std::int8_t*>(row) + d;
+    std::int64_t bytes = 0;
+    std::memcpy(&bytes, p, std::size_t(std::min<std::int64_t>(n, 8)));
+    const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes)));
+    return _mm256_mul_ps(x, _mm256_set1_ps(scale));
+  }
+  return load8_n(advance(row, t, d), t, n);
+}
+
+// The additive mask of one row for `count` <= 8 keys from `row` (zeros past count).
+static inline __m256 load_mask8(const AttentionArgs& a, const void* row, std::int64_t count) {
+  if (a.mask_key_stride == 1) return load8_n(row, a.mask_dtype, count);
+  alignas(32) float v[8] = {};
+  for (std::int64_t i = 0; i < count; ++i) v[i] = load1(row, a.mask_dtype, i * a.mask_key_stride);
+  return _mm256_load_ps(v);
+}
+
+// S[RR rows][8 H] = Q[RR][D] · kt[D][8 H]; kt and S rows are `width` floats apart.
+template <int RR, int H>
+static void score_tile(const float* q, std::int64_t features, const float* kt, float* s, std::int64_t width) {
+  __m256 acc[RR][H];
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < H; ++h) acc[i][h] = _mm256_setzero_ps();
+  for (std::int64_t d = 0; d < features; ++d) {
+    __m256 k[H];
+    for (int h = 0; h < H; ++h) k[h] = _mm256_load_ps(kt + d * width + 8 * h);
+    for (int i = 0; i < RR; ++i) {
+      const __m256 b = _mm256_broadcast_ss(q + d * kScoreRows + i);
+      for (int h = 0; h < H; ++h) acc[i][h] = _mm256_fmadd_ps(b, k[h], acc[i][h]);
+    }
+  }
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < H; ++h) _mm256_store_ps(s + i * width + 8 * h, acc[i][h]);
+}
+
+// The scores of chunk c (16 keys, or the block's last n - c) for every
+// sliver of rows that sees any of them, by as many of its two 8-key halves
+// as the sliver's last row sees; over the head's features only (q's padding
+// features are zeros).
+static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, std::int64_t head_dim, const float* kt, float* s,
+                       std::int64_t width, std::int64_t c, std::int64_t n, const std::int64_t* visible) {
+  for_visible_slivers<kScoreRows>(rows, c, n, visible, [&](std::int64_t r, std::int64_t rr, std::int64_t keys) {
+    dispatch_count<kScoreRows>(rr, [&](auto tile) {
+      if (keys <= 8) score_tile<tile(), 1>(q + r * dim, head_dim, kt + c, s + r * width + c, width);
+      else score_tile<tile(), 2>(q + r * dim, head_dim, kt + c, s + r * width + c, width);
+    });
+  });
+}
+
+// O[RR][c : c + 8 NV] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + 8 NV]:
+// per key, NV vectors of V, then a broadcast of each row's p (RR NV
+// accumulators + NV + 1 <= 16 registers).
+template <int RR, int NV>
+static void pv_tile(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t dim,
+                    const float* const* vrow, std::int64_t n, std::int64_t c) {
+  __m256 acc[RR][NV];
+  for (int i = 0; i < RR; ++i) {
+    const __m256 a = _mm256_broadcast_ss(alpha + i);
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_mul_ps(a, _mm256_loadu_ps(o + i * dim + c + 8 * v));
+  }
+  for (std::int64_t t = 0; t < n; ++t) {
+    __m256 x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = _mm256_loadu_ps(vrow[t] + c + 8 * v);
+    for (int i = 0; i < RR; ++i) {
+      const __m256 b = _mm256_broadcast_ss(p + i * width + t);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(b, x[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < RR; ++i)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + i * dim + c + 8 * v, acc[i][v]);
+}
+
+// O = alpha O + P V for every row, in tiles of up to 6 rows (each over the
+// keys its last row sees: P is 0 past a row's own) and 16 features; a head
+// dim of 16 j + 8 ends in a chunk of 8.
+static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
+                        std::int64_t dim, const float* const* vrow, const std::int64_t* visible) {
+  for (std::int64_t c = 0; c < dim; c += 16) {
+    const auto chunk = [&]<int NV>() {
+      for_row_tiles<6>(rows, visible, [&](auto tile, std::int64_t r, std::int64_t keys) {
+        pv_tile<tile(), NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, keys, c);
+      });
+    };
+    if (dim - c >= 16) chunk.template operator()<2>();
+    else chunk.template operator()<1>();
+  }
+}
+
+// The online softmax's update of 8 rows after a block: alpha = exp(m_old -
+// m_new), 0 for a row's first visible keys (old max -inf) and 1 for a row
+// still empty (both -inf); l = alpha l + row_sum. alpha holds m_old on entry.
+static inline void rescale_rows8(float* alpha, const float* m, const float* row_sum, float* l) {
+  const __m256 mo = _mm256_loadu_ps(alpha), mn = _mm256_loadu_ps(m), neg_inf = _mm256_set1_ps(kNegInf);
+  __m256 al = exp8<ExpTiny::normal>(_mm256_sub_ps(mo, mn));
+  al = _mm256_blendv_ps(al, _mm256_setzero_ps(), _mm256_cmp_ps(mo, neg_inf, _CMP_EQ_OQ));
+  al = _mm256_blendv_ps(al, _mm256_set1_ps(1.0f), _mm256_cmp_ps(mn, neg_inf, _CMP_EQ_OQ));
+  _mm256_storeu_ps(alpha, al);
+  _mm256_storeu_ps(l, _mm256_fmadd_ps(_mm256_loadu_ps(l), al, _mm256_loadu_ps(row_sum)));
+}
+
+// One row's softmax over the block's scores sr (keys from `valid` on are
+// hidden, `mrow` the additive mask at the block's first key or nullptr):
+// sr receives the probabilities exp(s - m_new), 0 where hidden; returns
+// their sum and updates m. A row that sees nothing finite yet stays empty.
+static inline float softmax_row(const AttentionArgs& a, float* sr, std::int64_t vectors, std::int64_t valid, const void* mrow,
+                                float& m) {
+  const auto clear = [&] {
+    for (std::int64_t j = 0; j < vectors; ++j) _mm256_store_ps(sr + 8 * j, _mm256_setzero_ps());
+    return 0.0f;
+  };
+  if (valid == 0) return clear();
+  // Every lane of every vector visible and no mask: nothing to mask.
+  const bool whole = valid == 8 * vectors && !mrow;
+  __m256 vmax = _mm256_set1_ps(kNegInf);
+  for (std::int64_t j = 0; j < vectors; ++j) {
+    __m256 x = _mm256_load_ps(sr + 8 * j);
+    if (!whole) {
+      const std::int64_t left = valid - 8 * j;
+      if (mrow && left > 0)
+        x = _mm256_add_ps(x, load_mask8(a, advance(mrow, a.mask_dtype, 8 * j * a.mask_key_stride), std::min<std::int64_t>(left, 8)));
+      x = _mm256_blendv_ps(_mm256_set1_ps(kNegInf), x, lanes_below(std::clamp<std::int64_t>(left, 0, 8)));
+      _mm256_store_ps(sr + 8 * j, x);
+    }
+    vmax = _mm256_max_ps(vmax, x);
+  }
+  const float m_new = std::max(m, hmax(vmax));
+  if (m_new == kNegInf) return clear();
+  const __m256 mv = _mm256_set1_ps(m_new);
+  __m256 sum = _mm256_setzero_ps();
+  for (std::int64_t j = 0; j < vectors; ++j) {
+    __m256 p = exp8<ExpTiny::normal>(_mm256_sub_ps(_mm256_load_ps(sr + 8 * j), mv));
+    if (!whole) p = _mm256_and_ps(p, lanes_below(std::clamp<std::int64_t>(valid - 8 * j, 0, 8)));
+    _mm256_store_ps(sr + 8 * j, p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  m = m_new;
+  return hsum(sum);
+}
+
+// The unit's result from its row state: o sums [rows][dim], running max m and sum l.
+static void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t dim, const float* m,
+                        const float* l) {
+  const std::int64_t rows = a.rows, head_dim = a.head_dim;
+  if (out.partial_o) {
+    for (std::int64_t r = 0; r < rows; ++r) std::copy(o + r * dim, o + r * dim + head_dim, out.partial_o + r * head_dim);
+    std::copy(m, m + rows, out.partial_m);
+    std::copy(l, l + rows, out.partial_l);
+    return;
+  }
+  // Output rows are a position apart, out of the hardware prefetcher's
+  // sight: requested 4 rows ahead (as the AVX-512 kernels).
+  const std::int64_t row_bytes = head_dim * bytes_of(out.o_dtype);
+  const auto out_row = [&](std::int64_t r) {
+    return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
+  };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r + 4 < rows)
+      for (std::int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(out_row(r + 4) + b, _MM_HINT_T0);
+    const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
+    const __m256 inv = _mm256_set1_ps(empty ? 0.0f : 1.0f / l[r]);
+    char* orow = out_row(r);
+    for (std::int64_t d = 0; d < head_dim; d += 8)
+      store8_n(advance(orow, out.o_dtype, d), out.o_dtype, _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
+    if (out.lse)
+      out.lse[(r / a.group) * out.lse_pos_stride + (r % a.group) * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+  }
+}
+
+}  // namespace
+
+void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 7) / 8 * 8, rows = a.rows, group = a.group;
+  const std::int64_t t_end = visible_keys_end(a, t1);
+  const std::int64_t width = std::clamp<std::int64_t>((t_end - t0 + kKeys - 1) / kKeys * kKeys, kKeys, kBlockKeys);
+
+  // Row state: q (pre-scaled, in slivers; padding rows zero), o sums, scores
+  // / probabilities, and per row (padded to whole vectors for the rescale)
+  // m, l, alpha, the block's sum; each row's key limit (keys t < limit are
+  // visible) and its visible keys of the block.
+  const std::int64_t q_rows = (rows + kScoreRows - 1) / kScoreRows * kScoreRows, padded = (rows + 7) / 8 * 8;
+  const std::size_t floats = std::size_t(q_rows * dim + rows * dim + rows * width + 4 * padded);
+  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * floats + sizeof(std::int64_t) * 2 * rows));
+  float* o = q + q_rows * dim;
+  float* s = o + rows * dim;
+  float* m = s + rows * width;
+  float* l = m + padded;
+  float* alpha = l + padded;
+  float* row_sum = alpha + padded;
+  auto* limit = reinterpret_cast<std::int64_t*>(q + floats);  // floats: a multiple of 8
+  std::int64_t* visible = limit + rows;
+  for (std::int64_t r = 0; r < rows; ++r) limit[r] = a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
+  float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
+  float* vb = kt + dim * width;
+
+  // q, scaled, into slivers. Its rows are usually a page apart ([B, S, H, D])
+  // and read once: request all their lines before the first is needed.
+  const auto q_row = [&](std::int64_t r) { return advance(a.q, a.q_dtype, (r / group) * a.q_pos_stride + (r % group) * a.q_head_stride); };
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64) _mm_prefetch(static_cast<const char*>(q_row(r)) + b, _MM_HINT_T1);
+  std::fill(q, q + q_rows * dim, 0.0f);
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* sliver = q + (r / kScoreRows) * kScoreRows * dim + r % kScoreRows;
+    for (std::int64_t d = 0; d < head_dim; d += 8) {
+      alignas(32) float x[8];
+      _mm256_store_ps(x, _mm256_mul_ps(scale, load8_n(advance(q_row(r), a.q_dtype, d), a.q_dtype, head_dim - d)));
+      for (std::int64_t j = 0; j < std::min<std::int64_t>(8, head_dim - d); ++j) sliver[(d + j) * kScoreRows] = x[j];
+    }
+  }
+  std::fill(o, o + rows * dim, 0.0f);
+  std::fill(m, m + padded, kNegInf);
+  std::fill(l, l + 3 * padded, 0.0f);  // l, alpha, row_sum
+
+  const KvSource& kv = a.kv;
+  KvRows<kBlockKeys> block;
+  const float* vrow[kBlockKeys];
+  Prefetcher<0, kBlockKeys> pf(a.prefetch_l1);
+  pf.row_bytes = head_dim * bytes_of(kv.dtype);
+
+  for (std::int64_t tb = t0; tb < t_end; tb += width) {
+    const std::int64_t n = std::min(width, t_end - tb);
+    gather_rows(kv, tb, n, block);
+    pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));  // issued row by row of the softmax
+
+    // 1. kt[d][key] for the block; keys past n (to the next 8) are zero.
+    for (std::int64_t d = 0; d < head_dim; d += 8)
+      for (std::int64_t h = 0; 8 * h < n; ++h) {
+        __m256 r[8];
+        for (std::int64_t i = 0; i < 8; ++i) {
+          const std::int64_t key = 8 * h + i;
+          r[i] = key < n ? load_kv8(block.k[key], kv.dtype, d, block.k_scale[key], head_dim - d) : _mm256_setzero_ps();
+        }
+        transpose8x8(r);
+        for (std::int64_t j = 0; j < 8; ++j) _mm256_store_ps(kt + (d + j) * width + 8 * h, r[j]);
+      }
+    if (kv.dtype == DType::f32 && dim == head_dim) {  // read in place: no load past a row
+      for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        for (std::int64_t d = 0; d < head_dim; d += 8)
+          _mm256_store_ps(vb + i * dim + d, load_kv8(block.v[i], kv.dtype, d, block.v_scale[i], head_dim - d));
+        vrow[i] = vb + i * dim;
+      }
+    }
+
+    // 2. Scores, 16 keys at a time, then the online softmax row by row;
+    //    alpha holds the old max until every row has its new one.
+    for (std::int64_t r = 0; r < rows; ++r) visible[r] = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
+    for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, head_dim, kt, s, width, c, n, visible);
+    const std::int64_t vectors = (n + 7) / 8;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      pf.issue(int(r), int(rows));
+      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, (r / group) * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      alpha[r] = m[r];
+      row_sum[r] = softmax_row(a, s + r * width, vectors, visible[r], mrow, m[r]);
+    }
+    for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
+
+    // 3. O = alpha O + P V.
+    pv_rows_all(s, width, alpha, o, rows, dim, vrow, visible);
+  }
+
+  finish_rows(a, out, o, dim, m, l);
+}
+
+}  // namespace tessera::kernels::avx2
