@@ -7,10 +7,11 @@
 //   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
 //   3. O = alpha · O + P · V, 16 features of 6 rows in registers across the
 //      block's keys. f32 V is read in place; bf16 / int8 V is converted first.
-// Decode shapes (a few positions, keys split across cores) take it too: per
-// key it spends ~50 cycles on the transpose, the scores and P V against the
-// ~200 that a key's K and V rows take to arrive from memory at one core's
-// bandwidth, so a separate decode kernel would wait on the same memory.
+// Decode shapes (a few positions, keys split across cores) take it too, as
+// the AVX-512 flash row does for them: 8-10x the scalar reference's speed,
+// but 25-30 % of the read bandwidth (AMD EPYC, Zen 2, bench attention
+// decode_b1_kv4096): a kernel with q in registers and no K transpose, as
+// avx512/attention_decode.cpp, is what AVX2 decode still lacks.
 // Any head dim up to 512: q, kt, V and O are held padded with zeros to a
 // multiple of 8 features (SD 1.x's 40-wide heads).
 #include <cmath>
@@ -33,6 +34,8 @@ constexpr std::int64_t kBlockKeys = 128;
 // Rows of q per sliver, stored d-major ([D][kScoreRows]): 6 rows x 2 vectors
 // of accumulators, 2 of kt and a broadcast take 15 of the 16 registers.
 constexpr std::int64_t kScoreRows = 6;
+// Prefetch ticks a chunk of scores counts for (see the block loop).
+constexpr int kChunkTicks = 32;
 
 // n <= 8 features from d of one key or value row as f32 (int8: times the
 // token's scale), zeros past n.
@@ -260,7 +263,16 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   for (std::int64_t tb = t0; tb < t_end; tb += width) {
     const std::int64_t n = std::min(width, t_end - tb);
     gather_rows(kv, tb, n, block);
-    pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));  // issued row by row of the softmax
+    // The next block's K and V rows, spread over this block's K transposes
+    // and score chunks (a chunk counting as 32 transposes). Issued per row
+    // of the softmax, as the AVX-512 kernel does, a decode unit's few rows
+    // asked for the block in bursts of hundreds of lines (AMD EPYC, Zen 2,
+    // bench attention decode, alternating, 2 rounds, ms: b1_kv4096 f32 1
+    // thread 9.1-10.2 -> 6.4-6.8, 2 threads 5.6 -> 4.0-4.3, bf16 5.8-6.2 ->
+    // 5.2-5.3; b8_kv1024 f32 17-22 -> 14-16; no software prefetch at all:
+    // 8.5-8.8, 5.8-5.9, 6.5-8.0).
+    pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));
+    pf.pace(int(((head_dim + 7) / 8) * ((n + 7) / 8) + kChunkTicks * ((n + kKeys - 1) / kKeys)));
 
     // 1. kt[d][key] for the block; keys past n (to the next 8) are zero.
     for (std::int64_t d = 0; d < head_dim; d += 8)
@@ -272,6 +284,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         }
         transpose8x8(r);
         for (std::int64_t j = 0; j < 8; ++j) _mm256_store_ps(kt + (d + j) * width + 8 * h, r[j]);
+        pf.tick();
       }
     if (kv.dtype == DType::f32 && dim == head_dim) {  // read in place: no load past a row
       for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
@@ -286,10 +299,12 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // 2. Scores, 16 keys at a time, then the online softmax row by row;
     //    alpha holds the old max until every row has its new one.
     for (std::int64_t r = 0; r < rows; ++r) visible[r] = std::clamp<std::int64_t>(limit[r] - tb, 0, n);
-    for (std::int64_t c = 0; c < n; c += kKeys) score_rows(q, rows, dim, head_dim, kt, s, width, c, n, visible);
+    for (std::int64_t c = 0; c < n; c += kKeys) {
+      score_rows(q, rows, dim, head_dim, kt, s, width, c, n, visible);
+      for (int t = 0; t < kChunkTicks; ++t) pf.tick();
+    }
     const std::int64_t vectors = (n + 7) / 8;
     for (std::int64_t r = 0; r < rows; ++r) {
-      pf.issue(int(r), int(rows));
       const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, (r / group) * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
       alpha[r] = m[r];
       row_sum[r] = softmax_row(a, s + r * width, vectors, visible[r], mrow, m[r]);
