@@ -106,6 +106,34 @@ __attribute__((always_inline)) static inline void walk_halves(std::int64_t g0, s
   }
 }
 
+// The largest int16 step of activations quantized for integer dot products
+// with quantized weights: s + 128 stays below 2^15, so s = 256 hi + lo with
+// both bytes signed (the int16_row of each ISA's decode kernels).
+constexpr float kMaxInt16Step = 32639.0f;
+// Quads (4 k) per i32 sum with int16 activations: 32639 x 15 x 4 x 1024 <
+// 2^31 for int4 weights, 32639 x 255 x 4 x 32 for int8 (unsigned bytes).
+constexpr std::int64_t max_block_quads(DType w) { return w == DType::i4 ? 1024 : 32; }
+
+// K in blocks whose integer sums are exact in i32: the scale groups (whole
+// quads, or one group over K and its zero padding), cut into equal blocks
+// of at most max_block_quads.
+namespace {  // member functions: see the unnamed namespace in x86/attention_rows.hpp
+struct Blocks {
+  std::int64_t quads, group_quads, per_group, block_quads, count;
+  explicit Blocks(const PackedB& b) {
+    quads = padded_k(b.dtype, std::max<std::int64_t>(b.k, 1)) / 4;
+    group_quads = b.group_size < b.k ? b.group_size / 4 : quads;  // whole quads (groups_in_quads)
+    per_group = (group_quads + max_block_quads(b.dtype) - 1) / max_block_quads(b.dtype);
+    block_quads = (group_quads + per_group - 1) / per_group;
+    count = (quads + group_quads - 1) / group_quads * per_group;
+  }
+  std::int64_t begin(std::int64_t i) const { return i / per_group * group_quads + i % per_group * block_quads; }
+  std::int64_t end(std::int64_t i) const {
+    return std::min({quads, begin(i) + block_quads, (i / per_group + 1) * group_quads});
+  }
+};
+}  // namespace
+
 // i4: the byte holding (k, n) (the low nibble for n % 32 < 16, else the high).
 static inline std::int64_t i4_byte_index(std::int64_t k_pad, std::int64_t k, std::int64_t n) {
   const std::int64_t p = n / kPanelCols, j = n % 16;

@@ -6,7 +6,7 @@
 //      broadcast from slivers of 6 rows, FMAs on rows of kt.
 //   2. Online softmax per row: new max, rescale factor alpha, p = exp(s - max).
 //   3. O = alpha · O + P · V, 16 features of 6 rows in registers across the
-//      block's keys. f32 V is read in place; bf16 / int8 V is converted first.
+//      block's keys, V copied (converted from bf16 / int8) first.
 // Decode shapes (a few positions, keys split across cores) take it too, as
 // the AVX-512 flash row does for them: 8-10x the scalar reference's speed,
 // but 25-30 % of the read bandwidth (AMD EPYC, Zen 2, bench attention
@@ -29,8 +29,15 @@ namespace {
 
 constexpr std::int64_t kKeys = 16;  // keys per chunk of scores: two vectors
 // Keys per block, as the AVX-512 kernel (see there): fewer online updates
-// and K transposes per key.
+// and K transposes per key. Units of few rows (decode) take 32: their K and
+// V rows, a token apart (4 KiB at 8 kv heads of 128 f32), fall into the same
+// cache sets, and a block of 128 with the next one prefetched overfilled
+// them (with reading each K row whole and copying V, below, AMD EPYC, Zen 2,
+// bench attention, alternating, 3 rounds, ms at 1 thread: decode_b1_kv4096
+// f32 6.25-6.36 -> 5.75-5.93, bf16 5.44-5.59 -> 5.09-5.20, kv16384 f32
+// 25.2-34.2 -> 22.4-23.2; prefill_s512 f32 48-50 -> 45-47, cross even).
 constexpr std::int64_t kBlockKeys = 128;
+constexpr std::int64_t kFewRows = 16, kFewRowsBlockKeys = 32;
 // Rows of q per sliver, stored d-major ([D][kScoreRows]): 6 rows x 2 vectors
 // of accumulators, 2 of kt and a broadcast take 15 of the 16 registers.
 constexpr std::int64_t kScoreRows = 6;
@@ -214,7 +221,8 @@ static void finish_rows(const AttentionArgs& a, const AttentionOutput& out, cons
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   const std::int64_t head_dim = a.head_dim, dim = (head_dim + 7) / 8 * 8, rows = a.rows, group = a.group;
   const std::int64_t t_end = visible_keys_end(a, t1);
-  const std::int64_t width = std::clamp<std::int64_t>((t_end - t0 + kKeys - 1) / kKeys * kKeys, kKeys, kBlockKeys);
+  const std::int64_t max_width = rows <= kFewRows ? kFewRowsBlockKeys : kBlockKeys;
+  const std::int64_t width = std::clamp<std::int64_t>((t_end - t0 + kKeys - 1) / kKeys * kKeys, kKeys, max_width);
 
   // Row state: q (pre-scaled, in slivers; padding rows zero), o sums, scores
   // / probabilities, and per row (padded to whole vectors for the rescale)
@@ -274,9 +282,13 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));
     pf.pace(int(((head_dim + 7) / 8) * ((n + 7) / 8) + kChunkTicks * ((n + kKeys - 1) / kKeys)));
 
-    // 1. kt[d][key] for the block; keys past n (to the next 8) are zero.
-    for (std::int64_t d = 0; d < head_dim; d += 8)
-      for (std::int64_t h = 0; 8 * h < n; ++h) {
+    // 1. kt[d][key] for the block, 8 keys at a time, each key's row read
+    //    whole (across the keys for each 8 features, 8 passes over rows
+    //    sharing cache sets); keys past n (to the next 8) are zero. V
+    //    converted or copied into vb (f32 too: P V then reads 16 features of
+    //    every key for each chunk, from rows that no longer alias).
+    for (std::int64_t h = 0; 8 * h < n; ++h)
+      for (std::int64_t d = 0; d < head_dim; d += 8) {
         __m256 r[8];
         for (std::int64_t i = 0; i < 8; ++i) {
           const std::int64_t key = 8 * h + i;
@@ -286,14 +298,10 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         for (std::int64_t j = 0; j < 8; ++j) _mm256_store_ps(kt + (d + j) * width + 8 * h, r[j]);
         pf.tick();
       }
-    if (kv.dtype == DType::f32 && dim == head_dim) {  // read in place: no load past a row
-      for (std::int64_t i = 0; i < n; ++i) vrow[i] = static_cast<const float*>(block.v[i]);
-    } else {
-      for (std::int64_t i = 0; i < n; ++i) {
-        for (std::int64_t d = 0; d < head_dim; d += 8)
-          _mm256_store_ps(vb + i * dim + d, load_kv8(block.v[i], kv.dtype, d, block.v_scale[i], head_dim - d));
-        vrow[i] = vb + i * dim;
-      }
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t d = 0; d < head_dim; d += 8)
+        _mm256_store_ps(vb + i * dim + d, load_kv8(block.v[i], kv.dtype, d, block.v_scale[i], head_dim - d));
+      vrow[i] = vb + i * dim;
     }
 
     // 2. Scores, 16 keys at a time, then the online softmax row by row;

@@ -46,6 +46,14 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
   }
 }
 
+// The scales and zero points of 8 columns of a group, from parameter index
+// `at` (no_zero where the weights store none: int4's 8, int8's 0).
+static inline void group_params8(const PackedB& b, std::int64_t at, float no_zero, __m256& scale, __m256& zero) {
+  scale = load8(advance(b.scales, b.scale_dtype, at), b.scale_dtype);
+  zero = b.zeros ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.zeros + at))))
+                 : _mm256_set1_ps(no_zero);
+}
+
 // The unnamed namespace is the class's `static`: its member functions would
 // otherwise be weak symbols that other translation units could bind to.
 namespace {
@@ -128,10 +136,8 @@ class BRows32 {
     group_ = g;
     const std::int64_t at = group_param_index(b, g, n_);
     for (int j = 0; j < 4; ++j) {
-      scale_[j] = load8(advance(b.scales, b.scale_dtype, at + 8 * j), b.scale_dtype);
-      const __m256 zero = b.zeros ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-                                        reinterpret_cast<const __m128i*>(b.zeros + at + 8 * j))))
-                                  : _mm256_set1_ps(b.dtype == DType::i4 ? 8.0f : 0.0f);
+      __m256 zero;
+      group_params8(b, at + 8 * j, b.dtype == DType::i4 ? 8.0f : 0.0f, scale_[j], zero);
       zero_scale_[j] = _mm256_mul_ps(zero, scale_[j]);
     }
   }

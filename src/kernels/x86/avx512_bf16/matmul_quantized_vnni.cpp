@@ -14,36 +14,11 @@ using namespace avx512;  // this level extends AVX-512: its helpers apply as the
 
 constexpr std::int64_t kMaxRows = 4;
 constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as the other decode kernels'
-// The largest int16 step: s + 128 stays below 2^15, so s = 256 hi + lo with
-// both bytes signed (int16_row).
-constexpr float kMaxStep = 32639.0f;
-// Quads (4 k) per i32 sum with int16 activations: 32639 x 15 x 4 x 1024 <
-// 2^31 for int4 weights, 32639 x 255 x 4 x 32 for int8 (unsigned bytes).
-constexpr std::int64_t max_block_quads(DType w) { return w == DType::i4 ? 1024 : 32; }
-
 // How A's rows enter the dot products (vpdpbusd, 4 k per lane, the weights
 // the unsigned bytes): int8 steps quantized by the op's pre-pass (W4A8),
 // or int16 steps quantized here (weight-only), each split into a high and a
 // low signed byte, one dot product per byte.
 enum class AInt { i8, i16 };
-
-// K in blocks whose integer sums are exact in i32: the scale groups (whole
-// quads, or one group over K and its zero padding), cut into equal blocks
-// of at most max_block_quads.
-struct Blocks {
-  std::int64_t quads, group_quads, per_group, block_quads, count;
-  explicit Blocks(const PackedB& b) {
-    quads = padded_k(b.dtype, std::max<std::int64_t>(b.k, 1)) / 4;
-    group_quads = b.group_size < b.k ? b.group_size / 4 : quads;  // whole quads (groups_in_quads)
-    per_group = (group_quads + max_block_quads(b.dtype) - 1) / max_block_quads(b.dtype);
-    block_quads = (group_quads + per_group - 1) / per_group;
-    count = (quads + group_quads - 1) / group_quads * per_group;
-  }
-  std::int64_t begin(std::int64_t i) const { return i / per_group * group_quads + i % per_group * block_quads; }
-  std::int64_t end(std::int64_t i) const {
-    return std::min({quads, begin(i) + block_quads, (i / per_group + 1) * group_quads});
-  }
-};
 
 // A's rows as the kernels read them: per quad of k, one 4-byte lane (int8:
 // the 4 steps; int16: two lanes, the 4 steps' high bytes and their low
@@ -181,7 +156,7 @@ template <DType W, AInt A>
 constexpr DotRows kDotRows[kMaxRows + 1] = {nullptr, dot_rows<W, A, 1, 4>, dot_rows<W, A, 2, 2>, dot_rows<W, A, 3, 1>,
                                             dot_rows<W, A, 4, 1>};
 
-// Row m of A as int16 steps s of scale max|a| / kMaxStep (NaN when the row
+// Row m of A as int16 steps s of scale max|a| / kMaxInt16Step (NaN when the row
 // holds NaN or Inf, so its outputs are NaN), zero past K: into `steps`, and
 // into `lanes` as two 4-byte lanes per quad, the signed bytes hi and lo of
 // s = 256 hi + lo (lo the low byte of s as int8, hi = (s + 128) >> 8).
@@ -194,8 +169,8 @@ __attribute__((always_inline)) inline float int16_row(Load&& load, std::int64_t 
   const std::int32_t bits = max_magnitude_bits(load, k_len);
   float max_abs;
   std::memcpy(&max_abs, &bits, sizeof(max_abs));
-  const float scale = bits >= kNonFiniteBits ? NAN : max_abs > 0.0f ? max_abs / kMaxStep : 1.0f;
-  const __m512 inv = _mm512_set1_ps(bits < kNonFiniteBits && max_abs > 0.0f ? kMaxStep / max_abs : 0.0f);
+  const float scale = bits >= kNonFiniteBits ? NAN : max_abs > 0.0f ? max_abs / kMaxInt16Step : 1.0f;
+  const __m512 inv = _mm512_set1_ps(bits < kNonFiniteBits && max_abs > 0.0f ? kMaxInt16Step / max_abs : 0.0f);
   for (std::int64_t k = 0; k < quads * 4; k += 32) {
     __m512i s[2];
     for (int h = 0; h < 2; ++h) {
