@@ -8,10 +8,12 @@
 //   3. O = alpha · O + P · V, 16 features of 6 rows in registers across the
 //      block's keys, V copied (converted from bf16 / int8) first.
 // Decode shapes (a few positions, keys split across cores) take it too, as
-// the AVX-512 flash row does for them: 8-10x the scalar reference's speed,
-// but 25-30 % of the read bandwidth (AMD EPYC, Zen 2, bench attention
-// decode_b1_kv4096): a kernel with q in registers and no K transpose, as
-// avx512/attention_decode.cpp, is what AVX2 decode still lacks.
+// the AVX-512 flash row does for them: 14-18x the scalar reference's speed,
+// but ~40 % of the read bandwidth at f32 (AMD EPYC, Zen 2, bench attention
+// decode_b1_kv4096, 1 thread, 4.2 ms; K and V in L3 it still takes ~100 ns
+// per key and kv head, the V rows' loads the hottest): a kernel with q in
+// registers and no K transpose, as avx512/attention_decode.cpp, is what
+// AVX2 decode still lacks.
 // Any head dim up to 512: q, kt, V and O are held padded with zeros to a
 // multiple of 8 features (SD 1.x's 40-wide heads).
 #include <cmath>
@@ -44,17 +46,54 @@ constexpr std::int64_t kScoreRows = 6;
 // Prefetch ticks a chunk of scores counts for (see the block loop).
 constexpr int kChunkTicks = 32;
 
-// n <= 8 features from d of one key or value row as f32 (int8: times the
-// token's scale), zeros past n.
-static inline __m256 load_kv8(const void* row, DType t, std::int64_t d, float scale, std::int64_t n) {
-  if (t == DType::i8) {
+// n <= 8 features from d of one key or value row of storage type T as f32
+// (int8: times the token's scale), zeros past n. The type is fixed at
+// compile time: switched per load, the 8 rows of a transpose went through
+// the stack and the loads ran at a fraction of the rate (perf: half of the
+// kernel's time on two loads, with K and V in L2).
+template <DType T>
+static inline __m256 load_kv8(const void* row, std::int64_t d, float scale, std::int64_t n) {
+  if constexpr (T == DType::i8) {
     const auto* p = static_cast<const std::int8_t*>(row) + d;
     std::int64_t bytes = 0;
     std::memcpy(&bytes, p, std::size_t(std::min<std::int64_t>(n, 8)));
     const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes)));
     return _mm256_mul_ps(x, _mm256_set1_ps(scale));
+  } else {
+    const void* at = advance(row, T, d);
+    if (n < 8) return load8_tail(at, T, n);
+    if constexpr (T == DType::bf16)
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(at))), 16));
+    else
+      return _mm256_loadu_ps(static_cast<const float*>(at));
   }
-  return load8_n(advance(row, t, d), t, n);
+}
+
+// The block's n keys as the kernel computes with them: K transposed into
+// kt[d][key] (keys past n, to the next 8, zero), 8 keys at a time, each
+// key's row read whole (across the keys for each 8 features, 8 passes over
+// rows a token apart, which share cache sets); V converted or copied into
+// vb rows `dim` apart (f32 too: P V then reads 16 features of every key for
+// each chunk, from rows that no longer alias). tick() after each transpose.
+template <DType T, class Tick>
+static void convert_block(const KvRows<kBlockKeys>& block, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
+                          std::int64_t width, float* kt, float* vb, Tick&& tick) {
+  for (std::int64_t h = 0; 8 * h < n; ++h) {
+    const std::int64_t keys = std::min<std::int64_t>(8, n - 8 * h);
+    for (std::int64_t d = 0; d < head_dim; d += 8) {
+      __m256 r[8];
+      for (std::int64_t i = 0; i < 8; ++i) {
+        const std::int64_t key = 8 * h + i;
+        r[i] = keys == 8 || i < keys ? load_kv8<T>(block.k[key], d, block.k_scale[key], head_dim - d) : _mm256_setzero_ps();
+      }
+      transpose8x8(r);
+      for (std::int64_t j = 0; j < 8; ++j) _mm256_store_ps(kt + (d + j) * width + 8 * h, r[j]);
+      tick();
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t d = 0; d < head_dim; d += 8)
+      _mm256_store_ps(vb + i * dim + d, load_kv8<T>(block.v[i], d, block.v_scale[i], head_dim - d));
 }
 
 // The additive mask of one row for `count` <= 8 keys from `row` (zeros past count).
@@ -97,38 +136,38 @@ static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, std:
   });
 }
 
-// O[RR][c : c + 8 NV] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + 8 NV]:
-// per key, NV vectors of V, then a broadcast of each row's p (RR NV
-// accumulators + NV + 1 <= 16 registers).
+// O[RR][c : c + 8 NV] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + 8 NV],
+// V's rows `dim` apart: per key, NV vectors of V, then a broadcast of each
+// row's p (RR NV accumulators + NV + 1 <= 16 registers).
 template <int RR, int NV>
 static void pv_tile(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t dim,
-                    const float* const* vrow, std::int64_t n, std::int64_t c) {
+                    const float* v, std::int64_t n, std::int64_t c) {
   __m256 acc[RR][NV];
   for (int i = 0; i < RR; ++i) {
     const __m256 a = _mm256_broadcast_ss(alpha + i);
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_mul_ps(a, _mm256_loadu_ps(o + i * dim + c + 8 * v));
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_mul_ps(a, _mm256_loadu_ps(o + i * dim + c + 8 * j));
   }
   for (std::int64_t t = 0; t < n; ++t) {
     __m256 x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = _mm256_loadu_ps(vrow[t] + c + 8 * v);
+    for (int j = 0; j < NV; ++j) x[j] = _mm256_load_ps(v + t * dim + c + 8 * j);
     for (int i = 0; i < RR; ++i) {
       const __m256 b = _mm256_broadcast_ss(p + i * width + t);
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(b, x[v], acc[i][v]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(b, x[j], acc[i][j]);
     }
   }
   for (int i = 0; i < RR; ++i)
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + i * dim + c + 8 * v, acc[i][v]);
+    for (int j = 0; j < NV; ++j) _mm256_storeu_ps(o + i * dim + c + 8 * j, acc[i][j]);
 }
 
 // O = alpha O + P V for every row, in tiles of up to 6 rows (each over the
 // keys its last row sees: P is 0 past a row's own) and 16 features; a head
 // dim of 16 j + 8 ends in a chunk of 8.
 static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
-                        std::int64_t dim, const float* const* vrow, const std::int64_t* visible) {
+                        std::int64_t dim, const float* v, const std::int64_t* visible) {
   for (std::int64_t c = 0; c < dim; c += 16) {
     const auto chunk = [&]<int NV>() {
       for_row_tiles<6>(rows, visible, [&](auto tile, std::int64_t r, std::int64_t keys) {
-        pv_tile<tile(), NV>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, keys, c);
+        pv_tile<tile(), NV>(p + r * width, width, alpha + r, o + r * dim, dim, v, keys, c);
       });
     };
     if (dim - c >= 16) chunk.template operator()<2>();
@@ -264,7 +303,6 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
 
   const KvSource& kv = a.kv;
   KvRows<kBlockKeys> block;
-  const float* vrow[kBlockKeys];
   Prefetcher<0, kBlockKeys> pf(a.prefetch_l1);
   pf.row_bytes = head_dim * bytes_of(kv.dtype);
 
@@ -282,26 +320,12 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     pf.add_rows(kv, tb + width, std::clamp<std::int64_t>(t_end - tb - width, 0, width));
     pf.pace(int(((head_dim + 7) / 8) * ((n + 7) / 8) + kChunkTicks * ((n + kKeys - 1) / kKeys)));
 
-    // 1. kt[d][key] for the block, 8 keys at a time, each key's row read
-    //    whole (across the keys for each 8 features, 8 passes over rows
-    //    sharing cache sets); keys past n (to the next 8) are zero. V
-    //    converted or copied into vb (f32 too: P V then reads 16 features of
-    //    every key for each chunk, from rows that no longer alias).
-    for (std::int64_t h = 0; 8 * h < n; ++h)
-      for (std::int64_t d = 0; d < head_dim; d += 8) {
-        __m256 r[8];
-        for (std::int64_t i = 0; i < 8; ++i) {
-          const std::int64_t key = 8 * h + i;
-          r[i] = key < n ? load_kv8(block.k[key], kv.dtype, d, block.k_scale[key], head_dim - d) : _mm256_setzero_ps();
-        }
-        transpose8x8(r);
-        for (std::int64_t j = 0; j < 8; ++j) _mm256_store_ps(kt + (d + j) * width + 8 * h, r[j]);
-        pf.tick();
-      }
-    for (std::int64_t i = 0; i < n; ++i) {
-      for (std::int64_t d = 0; d < head_dim; d += 8)
-        _mm256_store_ps(vb + i * dim + d, load_kv8(block.v[i], kv.dtype, d, block.v_scale[i], head_dim - d));
-      vrow[i] = vb + i * dim;
+    // 1. K and V of the block in f32 (kt, vb).
+    const auto tick = [&] { pf.tick(); };
+    switch (kv.dtype) {
+      case DType::bf16: convert_block<DType::bf16>(block, n, head_dim, dim, width, kt, vb, tick); break;
+      case DType::i8: convert_block<DType::i8>(block, n, head_dim, dim, width, kt, vb, tick); break;
+      default: convert_block<DType::f32>(block, n, head_dim, dim, width, kt, vb, tick); break;
     }
 
     // 2. Scores, 16 keys at a time, then the online softmax row by row;
@@ -320,7 +344,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
 
     // 3. O = alpha O + P V.
-    pv_rows_all(s, width, alpha, o, rows, dim, vrow, visible);
+    pv_rows_all(s, width, alpha, o, rows, dim, vb, visible);
   }
 
   finish_rows(a, out, o, dim, m, l);
