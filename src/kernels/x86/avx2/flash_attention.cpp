@@ -31,13 +31,13 @@ namespace {
 
 constexpr std::int64_t kKeys = 16;  // keys per chunk of scores: two vectors
 // Keys per block, as the AVX-512 kernel (see there): fewer online updates
-// and K transposes per key. Units of few rows (decode) take 32: their K and
-// V rows, a token apart (4 KiB at 8 kv heads of 128 f32), fall into the same
-// cache sets, and a block of 128 with the next one prefetched overfilled
-// them (with reading each K row whole and copying V, below, AMD EPYC, Zen 2,
-// bench attention, alternating, 3 rounds, ms at 1 thread: decode_b1_kv4096
-// f32 6.25-6.36 -> 5.75-5.93, bf16 5.44-5.59 -> 5.09-5.20, kv16384 f32
-// 25.2-34.2 -> 22.4-23.2; prefill_s512 f32 48-50 -> 45-47, cross even).
+// and K transposes per key. Units of few rows (decode) take 32, whose
+// converted K and V (16 KiB each at D = 128) stay in a 32 KiB L1 beside the
+// rows still arriving (with reading each K row whole and copying V, see
+// convert_block; AMD EPYC, Zen 2, bench attention, alternating, 3 rounds, ms
+// at 1 thread: decode_b1_kv4096 f32 6.25-6.36 -> 5.75-5.93, bf16 5.44-5.59
+// -> 5.09-5.20, kv16384 f32 25.2-34.2 -> 22.4-23.2; prefill_s512 f32 48-50
+// -> 45-47, cross even).
 constexpr std::int64_t kBlockKeys = 128;
 constexpr std::int64_t kFewRows = 16, kFewRowsBlockKeys = 32;
 // Rows of q per sliver, stored d-major ([D][kScoreRows]): 6 rows x 2 vectors
@@ -71,10 +71,11 @@ static inline __m256 load_kv8(const void* row, std::int64_t d, float scale, std:
 
 // The block's n keys as the kernel computes with them: K transposed into
 // kt[d][key] (keys past n, to the next 8, zero), 8 keys at a time, each
-// key's row read whole (across the keys for each 8 features, 8 passes over
-// rows a token apart, which share cache sets); V converted or copied into
-// vb rows `dim` apart (f32 too: P V then reads 16 features of every key for
-// each chunk, from rows that no longer alias). tick() after each transpose.
+// key's row read whole (rather than 8 passes over all the block's rows, 8
+// features each: in [B, S, H, D] layouts those rows lie a token apart, in
+// the same cache sets); V converted or copied into vb rows `dim` apart (f32
+// too: P V reads 16 features of every key per chunk, from one buffer).
+// tick() after each transpose.
 template <DType T, class Tick>
 static void convert_block(const KvRows<kBlockKeys>& block, std::int64_t n, std::int64_t head_dim, std::int64_t dim,
                           std::int64_t width, float* kt, float* vb, Tick&& tick) {
