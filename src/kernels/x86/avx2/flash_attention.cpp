@@ -55,10 +55,15 @@ template <DType T>
 static inline __m256 load_kv8(const void* row, std::int64_t d, float scale, std::int64_t n) {
   if constexpr (T == DType::i8) {
     const auto* p = static_cast<const std::int8_t*>(row) + d;
-    std::int64_t bytes = 0;
-    std::memcpy(&bytes, p, std::size_t(std::min<std::int64_t>(n, 8)));
-    const __m256 x = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(bytes)));
-    return _mm256_mul_ps(x, _mm256_set1_ps(scale));
+    __m128i bytes;
+    if (n >= 8) {
+      bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    } else {
+      std::int64_t tail = 0;
+      std::memcpy(&tail, p, std::size_t(n));
+      bytes = _mm_cvtsi64_si128(tail);
+    }
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), _mm256_set1_ps(scale));
   } else {
     const void* at = advance(row, T, d);
     if (n < 8) return load8_tail(at, T, n);
