@@ -1,5 +1,6 @@
-// Decode on AVX2 (M <= 4): packed weights streamed once per pass of one or
-// two rows of A and used at once, never written back to memory. The blocked
+// Decode on AVX2 (M <= 4; W8A8 / W4A8 up to 16): packed weights streamed
+// once per pass of one or two rows of A and used at once, never written back
+// to memory. The blocked
 // row (matmul_f32.cpp) converts a whole panel into an f32 buffer first (at
 // M = 1 all of K: 512 KiB of f32 written and read again for 64 KiB of int4
 // weights).
@@ -30,6 +31,7 @@ namespace tessera::kernels::avx2 {
 namespace {
 
 constexpr std::int64_t kMaxRows = 2;  // rows per pass: 8 or 12 accumulators, see decode_panel_count
+constexpr std::int64_t kMaxIntRows = 16;  // rows per task of the integer loops (matmul.cpp: decode_avx2_supports)
 // Bytes of prefetch ahead of each panel stream, into L2, for the integer
 // loops only: their arithmetic per byte leaves memory idle at each page the
 // hardware prefetcher restarts on, while the f32 and bf16 loops, light on
@@ -289,7 +291,7 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
   const std::int64_t rows = m1 - m0, steps_len = round_up(bl.quads * 4, 8);
   const std::int64_t per_row = p.a_q ? bl.count : 2 * bl.quads + steps_len + bl.count;  // int32s
   auto* staged = static_cast<std::int32_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * per_row) * sizeof(std::int32_t)));
-  IntRows all[2] = {};  // M <= 4: row r in pass r / kMaxRows, slot r % kMaxRows
+  IntRows all[kMaxIntRows / kMaxRows] = {};  // row r in pass r / kMaxRows, slot r % kMaxRows
   for (std::int64_t r = 0; r < rows; ++r) {
     IntRows& pass = all[r / kMaxRows];
     const int i = int(r % kMaxRows);
@@ -310,11 +312,15 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
   const bool i4 = p.packed->dtype == DType::i4;
   const IntPanels* kernels = i4 ? (p.a_q ? kIntPanels<DType::i4, false> : kIntPanels<DType::i4, true>)
                                 : (p.a_q ? kIntPanels<DType::i8, false> : kIntPanels<DType::i8, true>);
-  for (std::int64_t m = m0; m < m1; m += kMaxRows) {
-    const std::int64_t r = std::min(kMaxRows, m1 - m);
-    for (std::int64_t n = n0; n < n1; n += decode_panel_count(r, true) * kPanelCols)
-      kernels[r](p, all[(m - m0) / kMaxRows], bl, m, n, n1);
-  }
+  // Panels outside, passes inside: a step's panels (64-256 KiB) serve every
+  // pass from L2.
+  const std::int64_t step = decode_panel_count(std::min(kMaxRows, rows), true) * kPanelCols;
+  for (std::int64_t n = n0; n < n1; n += step)
+    for (std::int64_t m = m0; m < m1; m += kMaxRows) {
+      const std::int64_t r = std::min(kMaxRows, m1 - m);
+      for (std::int64_t nr = n; nr < std::min(n1, n + step); nr += decode_panel_count(r, true) * kPanelCols)
+        kernels[r](p, all[(m - m0) / kMaxRows], bl, m, nr, n1);
+    }
 }
 
 }  // namespace
