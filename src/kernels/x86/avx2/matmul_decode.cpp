@@ -229,9 +229,25 @@ void int_panels(const MatmulArgs& p, const IntRows& a, const Blocks& bl, std::in
 }
 
 using IntPanels = void (*)(const MatmulArgs&, const IntRows&, const Blocks&, std::int64_t, std::int64_t, std::int64_t);
+// A task of one row streams decode_panel_count(1) panels side by side; a
+// task of more rows passes over one panel at a time, its odd last row too.
 template <DType W, bool Int16>
-constexpr IntPanels kIntPanels[kMaxRows + 1] = {nullptr, int_panels<1, decode_panel_count(1, true), W, Int16>,
-                                                int_panels<2, decode_panel_count(2, true), W, Int16>};
+struct IntKernels {
+  static constexpr IntPanels alone = int_panels<1, decode_panel_count(1, true), W, Int16>;
+  static constexpr IntPanels pass[kMaxRows + 1] = {nullptr, int_panels<1, 1, W, Int16>, int_panels<2, 1, W, Int16>};
+};
+template <DType W, bool Int16>
+void run_int_panels(const MatmulArgs& p, const IntRows* passes, const Blocks& bl, std::int64_t m0, std::int64_t m1,
+                    std::int64_t n0, std::int64_t n1) {
+  if (m1 - m0 == 1) {
+    for (std::int64_t n = n0; n < n1; n += decode_panel_count(1, true) * kPanelCols) IntKernels<W, Int16>::alone(p, passes[0], bl, m0, n, n1);
+    return;
+  }
+  // Panels outside, passes inside: a panel (64-128 KiB) serves every pass from L2.
+  for (std::int64_t n = n0; n < n1; n += kPanelCols)
+    for (std::int64_t m = m0; m < m1; m += kMaxRows)
+      IntKernels<W, Int16>::pass[std::min(kMaxRows, m1 - m)](p, passes[(m - m0) / kMaxRows], bl, m, n, std::min(n1, n + kPanelCols));
+}
 
 // Row m of A as int16 steps s of scale max|a| / kMaxStep (NaN when the row
 // holds NaN or Inf, so its outputs are NaN), zero past K: per quad the
@@ -310,17 +326,8 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
     }
   }
   const bool i4 = p.packed->dtype == DType::i4;
-  const IntPanels* kernels = i4 ? (p.a_q ? kIntPanels<DType::i4, false> : kIntPanels<DType::i4, true>)
-                                : (p.a_q ? kIntPanels<DType::i8, false> : kIntPanels<DType::i8, true>);
-  // Panels outside, passes inside: a step's panels (64-256 KiB) serve every
-  // pass from L2.
-  const std::int64_t step = decode_panel_count(std::min(kMaxRows, rows), true) * kPanelCols;
-  for (std::int64_t n = n0; n < n1; n += step)
-    for (std::int64_t m = m0; m < m1; m += kMaxRows) {
-      const std::int64_t r = std::min(kMaxRows, m1 - m);
-      for (std::int64_t nr = n; nr < std::min(n1, n + step); nr += decode_panel_count(r, true) * kPanelCols)
-        kernels[r](p, all[(m - m0) / kMaxRows], bl, m, nr, n1);
-    }
+  if (i4) (p.a_q ? run_int_panels<DType::i4, false> : run_int_panels<DType::i4, true>)(p, all, bl, m0, m1, n0, n1);
+  else (p.a_q ? run_int_panels<DType::i8, false> : run_int_panels<DType::i8, true>)(p, all, bl, m0, m1, n0, n1);
 }
 
 }  // namespace
