@@ -106,9 +106,10 @@ __attribute__((always_inline)) static inline void walk_halves(std::int64_t g0, s
   }
 }
 
-// The largest int16 step of activations quantized for integer dot products
-// with quantized weights: s + 128 stays below 2^15, so s = 256 hi + lo with
-// both bytes signed (the int16_row of each ISA's decode kernels).
+// The largest int16 step of activations quantized for the VNNI rows'
+// integer dot products with quantized weights: s + 128 stays below 2^15, so
+// s = 256 hi + lo with both bytes signed (their int16_row; the AVX2 decode
+// row splits s = 255 hi + lo, for vpsignb, under a step of its own).
 constexpr float kMaxInt16Step = 32639.0f;
 // Quads (4 k) per i32 sum with int16 activations: 32639 x 15 x 4 x 1024 <
 // 2^31 for int4 weights, 32639 x 255 x 4 x 32 for int8 (unsigned bytes).

@@ -145,6 +145,16 @@ static inline std::int64_t visible_keys_end(const AttentionArgs& a, std::int64_t
   return a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
 }
 
+// A split-KV piece's state into `out` (set when out.partial_o is): the
+// unnormalized sums o [rows][head dim] (rows `o_stride` apart), each row's
+// running max m and sum l.
+static inline void store_partial(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t o_stride,
+                                 const float* m, const float* l) {
+  for (std::int64_t r = 0; r < a.rows; ++r) std::copy(o + r * o_stride, o + r * o_stride + a.head_dim, out.partial_o + r * a.head_dim);
+  std::copy(m, m + a.rows, out.partial_m);
+  std::copy(l, l + a.rows, out.partial_l);
+}
+
 // The flash kernels' walks over a unit's rows, which go by position: a
 // later row sees at least the keys an earlier one does, so a tile of rows
 // needs what its last row sees. `visible[r]`: the keys of the block row r sees.

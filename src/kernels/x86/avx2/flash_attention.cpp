@@ -235,13 +235,8 @@ static inline float softmax_row(const AttentionArgs& a, float* sr, std::int64_t 
 // The unit's result from its row state: o sums [rows][dim], running max m and sum l.
 static void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t dim, const float* m,
                         const float* l) {
+  if (out.partial_o) return store_partial(a, out, o, dim, m, l);
   const std::int64_t rows = a.rows, head_dim = a.head_dim;
-  if (out.partial_o) {
-    for (std::int64_t r = 0; r < rows; ++r) std::copy(o + r * dim, o + r * dim + head_dim, out.partial_o + r * head_dim);
-    std::copy(m, m + rows, out.partial_m);
-    std::copy(l, l + rows, out.partial_l);
-    return;
-  }
   // Output rows are a position apart, out of the hardware prefetcher's
   // sight: requested 4 rows ahead (as the AVX-512 kernels).
   const std::int64_t row_bytes = head_dim * bytes_of(out.o_dtype);

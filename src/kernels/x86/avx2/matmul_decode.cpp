@@ -1,9 +1,8 @@
 // Decode on AVX2 (M <= 4; W8A8 / W4A8 up to 16): packed weights streamed
 // once per pass of one or two rows of A and used at once, never written back
-// to memory. The blocked
-// row (matmul_f32.cpp) converts a whole panel into an f32 buffer first (at
-// M = 1 all of K: 512 KiB of f32 written and read again for 64 KiB of int4
-// weights).
+// to memory. The blocked row (matmul_f32.cpp) converts a whole panel into an
+// f32 buffer first (at M = 1 all of K: 512 KiB of f32 written and read
+// again for 64 KiB of int4 weights).
 //   f32 / bf16: FMAs on the weights as f32 (bf16 widened in registers).
 //   i8 / i4: integer dot products. vpmaddubsw multiplies a 4-byte lane of
 //   unsigned bytes (one column's 4 k) by 4 signed bytes of A and adds
@@ -45,12 +44,6 @@ constexpr std::int64_t kAhead = 8192;
 // |hi|, |lo| <= 127, so that a byte given a weight's sign (vpsignb) never
 // meets -128, which it cannot negate.
 constexpr float kMaxStep = 32512.0f;
-
-// Two rows of a bf16 pair row: k (the low half of each lane) and k + 1 (the high).
-static inline __m256 bf16_even(__m256i pairs) { return _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16)); }
-static inline __m256 bf16_odd(__m256i pairs) {
-  return _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(int(0xffff0000u))));
-}
 
 // f(J) for each panel J < P, J a std::integral_constant (accumulator indices at compile time).
 template <int P, class F>
@@ -117,8 +110,8 @@ void float_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::in
                                            __attribute__((always_inline)) {
       for_panels<P>([&]<int J>(std::integral_constant<int, J>) __attribute__((always_inline)) {
         const __m256i lo = load_si256(panel[J] + at), hi = load_si256(panel[J] + at + 32);
-        fma.template operator()<4 * J + 2 * H, 2>(k, {bf16_even(lo), bf16_even(hi)});
-        fma.template operator()<4 * J + 2 * H, 2>(k + 1, {bf16_odd(lo), bf16_odd(hi)});
+        fma.template operator()<4 * J + 2 * H, 2>(k, {bf16_pair_half(lo, 0), bf16_pair_half(hi, 0)});
+        fma.template operator()<4 * J + 2 * H, 2>(k + 1, {bf16_pair_half(lo, 1), bf16_pair_half(hi, 1)});
       });
     });
   }

@@ -46,6 +46,12 @@ static inline void pack_a_f32(const MatmulArgs& p, std::int64_t m0, std::int64_t
   }
 }
 
+// Row k (odd = 0, the low half of each lane) or k + 1 (odd = 1, the high)
+// of a bf16 pair row, as f32.
+static inline __m256 bf16_pair_half(__m256i pairs, std::int64_t odd) {
+  return _mm256_castsi256_ps(odd ? _mm256_and_si256(pairs, _mm256_set1_epi32(int(0xffff0000u))) : _mm256_slli_epi32(pairs, 16));
+}
+
 // The scales and zero points of 8 columns of a group, from parameter index
 // `at` (no_zero where the weights store none: int4's 8, int8's 0).
 static inline void group_params8(const PackedB& b, std::int64_t at, float no_zero, __m256& scale, __m256& zero) {
@@ -86,11 +92,6 @@ class BRows32 {
   }
 
  private:
-  static __m256 bf16_pair_half(__m256i pairs, std::int64_t odd) {
-    return _mm256_castsi256_ps(odd ? _mm256_and_si256(pairs, _mm256_set1_epi32(int(0xffff0000u)))
-                                   : _mm256_slli_epi32(pairs, 16));
-  }
-
   void raw(std::int64_t k, __m256 (&out)[4]) {
     const std::int64_t at = k * p_.b_row_stride + n_ * p_.b_col_stride;
     for (int j = 0; j < 4; ++j) {

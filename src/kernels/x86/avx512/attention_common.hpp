@@ -212,13 +212,8 @@ static inline void rescale_rows16(const float* m_old, const float* m_new, const 
 // o_stride >= dim), running max m and sum l.
 static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t o_stride,
                                const float* m, const float* l) {
+  if (out.partial_o) return store_partial(a, out, o, o_stride, m, l);
   const std::int64_t rows = a.rows, dim = a.head_dim;
-  if (out.partial_o) {
-    for (std::int64_t r = 0; r < rows; ++r) std::copy(o + r * o_stride, o + r * o_stride + dim, out.partial_o + r * dim);
-    std::copy(m, m + rows, out.partial_m);
-    std::copy(l, l + rows, out.partial_l);
-    return;
-  }
   // Output rows are a position apart (2 KiB and more), so the hardware
   // prefetcher does not see them: each row's stores waited on their lines'
   // reads. Asked for 4 rows ahead: cross-attention f32 (S_q 4096, S_kv 77)
