@@ -1,4 +1,6 @@
 #include "kernels/reorder.hpp"
+
+#include <algorithm>
 #include "kernels/x86/avx2/vec.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -18,16 +20,20 @@ static inline __m256 load_lanes(const void* p, DType t, bool raw, std::int64_t n
   return load8(p, raw ? DType::f32 : t);
 }
 
-static inline void store_lanes(void* p, DType t, bool raw, __m256 v, std::int64_t n) {
-  alignas(32) char buf[32];
-  void* dst = n < 8 ? static_cast<void*>(buf) : p;
-  if (raw && bytes_of(t) == 2) {
-    const __m256i h = _mm256_castps_si256(v);  // 16-bit values: packus saturates nothing
-    _mm_storeu_si128(static_cast<__m128i*>(dst), _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+// With `stream`, whole aligned vectors go out as streaming stores (see put8_n).
+static inline void store_lanes(void* p, DType t, bool raw, __m256 v, std::int64_t n, bool stream) {
+  if (!(raw && bytes_of(t) == 2)) return put8_n(p, raw ? DType::f32 : t, v, n, stream);
+  const __m256i h = _mm256_castps_si256(v);  // 16-bit values: packus saturates nothing
+  const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  if (n < 8) {
+    alignas(16) char buf[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(buf), packed);
+    std::memcpy(p, buf, std::size_t(n * 2));
+  } else if (stream && (reinterpret_cast<std::uintptr_t>(p) & 15) == 0) {
+    _mm_stream_si128(static_cast<__m128i*>(p), packed);
   } else {
-    store8(dst, raw ? DType::f32 : t, v);
+    _mm_storeu_si128(static_cast<__m128i*>(p), packed);
   }
-  if (n < 8) std::memcpy(p, buf, std::size_t(n * bytes_of(t)));
 }
 
 static inline std::int64_t min(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
@@ -47,24 +53,39 @@ static void copy_runs(const ReorderArgs& a) {
   }
 }
 
-// 8x8 micro-tiles: 8 rows of x (8 elements along cols each) in, one
-// in-register transpose, 8 rows of y (8 elements along rows each) out.
-// Missing x rows enter as zeros.
-static void transpose(const ReorderArgs& a) {
+// 8x8 micro-tiles, stacked along rows as many as one 64-byte y line holds
+// (2 for 4-byte y, 4 for 2-byte y): each column's line is written whole, by
+// consecutive stores, so past the L3 it streams out in full and in cache it
+// is not evicted between its halves. Missing x rows enter as zeros.
+static void transpose(const ReorderArgs& args) {
+  const ReorderArgs a = args;  // a local copy: a store through y may alias the arguments
   const bool raw = a.x_dtype == a.y_dtype;
-  for (std::int64_t r0 = 0; r0 < a.rows; r0 += 8) {
-    const std::int64_t nr = min(8, a.rows - r0);
-    for (std::int64_t c0 = 0; c0 < a.cols; c0 += 8) {
-      const std::int64_t nc = min(8, a.cols - c0);
-      __m256 t[8];
-      for (int i = 0; i < 8; ++i)
-        t[i] = i < nr ? load_lanes(advance(a.x, a.x_dtype, (r0 + i) * a.x_row_stride + c0), a.x_dtype, raw, nc)
-                      : _mm256_setzero_ps();
-      transpose8x8(t);
+  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
+  const std::int64_t tiles = 64 / ys / 8;
+  const char* x = static_cast<const char*>(a.x);
+  char* y = static_cast<char*>(a.y);
+  for (std::int64_t c0 = 0; c0 < a.cols; c0 += 8) {
+    const std::int64_t nc = min(8, a.cols - c0);
+    for (std::int64_t r0 = 0; r0 < a.rows; r0 += 8 * tiles) {
+      __m256 t[4][8];
+      std::int64_t nr[4];
+      for (std::int64_t k = 0; k < tiles; ++k) {
+        nr[k] = std::clamp<std::int64_t>(a.rows - r0 - 8 * k, 0, 8);
+        if (nr[k] == 0) break;
+        for (int i = 0; i < 8; ++i) {
+          const char* row = x + ((r0 + 8 * k + i) * a.x_row_stride + c0) * xs;
+          // Streaming, x's rows are pages apart: each line a few tiles ahead.
+          if (a.stream_y && i < nr[k] && (c0 * xs) % 64 == 0) _mm_prefetch(row + 128, _MM_HINT_T0);
+          t[k][i] = i < nr[k] ? load_lanes(row, a.x_dtype, raw, nc) : _mm256_setzero_ps();
+        }
+        transpose8x8(t[k]);
+      }
       for (int j = 0; j < nc; ++j)
-        store_lanes(advance(a.y, a.y_dtype, (c0 + j) * a.y_col_stride + r0), a.y_dtype, raw, t[j], nr);
+        for (std::int64_t k = 0; k < tiles && nr[k] > 0; ++k)
+          store_lanes(y + ((c0 + j) * a.y_col_stride + r0 + 8 * k) * ys, a.y_dtype, raw, t[k][j], nr[k], a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 // copy or transpose blocks only (see the row's supports()).
