@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/tiling.hpp"
 
 namespace tessera::kernels {
@@ -93,6 +94,24 @@ static inline std::int32_t quantized_at(const void* base, DType t, std::int64_t 
     }
     default: return static_cast<const std::int8_t*>(base)[i];
   }
+}
+
+// The common layout: int8 or uint8 values, f32 scales per element of the run
+// or one for it, no zero point. It is compiled per storage type with the
+// arguments in locals (each ISA's quantize_scaled, dequantize_scaled): the generic
+// loops test every layout and type per vector.
+static inline bool common_quant_layout(const QuantArgs& a, DType q) {
+  return (q == DType::i8 || q == DType::u8) && a.scale_dtype == DType::f32 && !a.zp &&
+         (a.scale_stride == 0 || (a.group == 1 && a.scale_stride == 1));
+}
+
+// Calls f(float storage type, int8 storage type) as compile-time constants.
+template <class F>
+static inline void dispatch_quant_types(DType f, DType q, F&& fn) {
+  dispatch_float(f, [&](auto ft) {
+    if (q == DType::u8) fn(ft, std::integral_constant<DType, DType::u8>{});
+    else fn(ft, std::integral_constant<DType, DType::i8>{});
+  });
 }
 
 namespace ref {

@@ -1,6 +1,7 @@
 #include "kernels/quantize.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 #include "kernels/x86/load1.hpp"
+#include "kernels/x86/prefetch.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -25,15 +26,22 @@ __m256i load_q8(const void* base, DType t, std::int64_t i, std::int64_t n) {
   const auto* p = static_cast<const std::uint8_t*>(base);
   if (t == DType::i4) {
     std::int32_t packed = 0;
-    std::memcpy(&packed, p + i / 2, std::size_t((n + 1) / 2));
+    if (n == 8)
+      std::memcpy(&packed, p + i / 2, 4);
+    else
+      std::memcpy(&packed, p + i / 2, std::size_t((n + 1) / 2));
     const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(packed));
     const __m256i both = _mm256_or_si256(b, _mm256_slli_epi64(b, 32));  // byte k in lanes 2k and 2k + 1
     // Even lanes take the low nibble, odd lanes the high one, to the top; the
     // arithmetic shift back down sign-extends.
     return _mm256_srai_epi32(_mm256_sllv_epi32(both, _mm256_set1_epi64x(0x000000180000001cll)), 28);
   }
+  // A whole step is one 8-byte load: a copy of variable length is a call.
   std::int64_t packed = 0;
-  std::memcpy(&packed, p + i, std::size_t(n));
+  if (n == 8)
+    std::memcpy(&packed, p + i, 8);
+  else
+    std::memcpy(&packed, p + i, std::size_t(n));
   const __m128i bytes = _mm_cvtsi64_si128(packed);
   return t == DType::u8 ? _mm256_cvtepu8_epi32(bytes) : _mm256_cvtepi8_epi32(bytes);
 }
@@ -47,7 +55,10 @@ void store_q8(void* base, DType t, std::int64_t i, __m256i q, std::int64_t n) {
     const __m256i lows = _mm256_shuffle_epi8(q, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                                  0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
     const std::int64_t bytes = _mm_cvtsi128_si64(_mm_unpacklo_epi32(_mm256_castsi256_si128(lows), _mm256_extracti128_si256(lows, 1)));
-    std::memcpy(p + i, &bytes, std::size_t(n));
+    if (n == 8)
+      std::memcpy(p + i, &bytes, 8);
+    else
+      std::memcpy(p + i, &bytes, std::size_t(n));
     return;
   }
   const __m256i nib = _mm256_and_si256(q, _mm256_set1_epi32(0xf));
@@ -59,6 +70,7 @@ void store_q8(void* base, DType t, std::int64_t i, __m256i q, std::int64_t n) {
   std::uint8_t b[4];
   std::memcpy(b, &bytes, 4);
   p += i / 2;
+  if (n == 8) return std::memcpy(p, b, 4), void();
   std::memcpy(p, b, std::size_t(n / 2));
   if (n & 1) p[n / 2] = std::uint8_t((p[n / 2] & 0xf0) | (b[n / 2] & 0x0f));
 }
@@ -92,8 +104,36 @@ class Params {
 
 }  // namespace
 
+// common_quant_layout (quantize.hpp), the storage types compile-time
+// constants: 16 elements a step, one prefetch per x line of f32.
+template <class X, class Q>
+static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std::int64_t i1) {
+  const char* x = static_cast<const char*>(a.x) + a.x_offset * bytes_of(xt);
+  const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
+  const bool per_element = a.scale_stride != 0;
+  const __m256 scale0 = _mm256_set1_ps(scale[0]);
+  const QuantRange range = quant_range(qt);
+  const __m256 lo = _mm256_set1_ps(float(range.lo)), hi = _mm256_set1_ps(float(range.hi));
+  auto step = [&](std::int64_t i, std::int64_t n) {
+    const __m256 s = per_element ? load8_n(scale + i, DType::f32, n) : scale0;
+    __m256 q = _mm256_round_ps(_mm256_div_ps(load8_n(x + i * bytes_of(xt), xt, n), s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));  // NaN -> 0, the zero point
+    q = _mm256_min_ps(_mm256_max_ps(q, lo), hi);
+    store_q8(a.y, qt, a.y_offset + i, _mm256_cvtps_epi32(q), n);
+  };
+  std::int64_t i = i0;
+  for (; i + 16 <= i1; i += 16) {
+    prefetch_ahead(x + i * bytes_of(xt), 16 * bytes_of(xt));  // the division leaves time to wait on misses
+    step(i, 8);
+    step(i + 8, 8);
+  }
+  for (; i < i1; i += 8) step(i, std::min<std::int64_t>(8, i1 - i));
+}
+
 // Division, not a multiply by the reciprocal: bit-identical to the reference.
 void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
+  if (common_quant_layout(a, a.y_dtype))
+    return dispatch_quant_types(a.x_dtype, a.y_dtype, [&](auto xt, auto qt) { quantize_scaled(a, xt, qt, i0, i1); });
   const QuantRange range = quant_range(a.y_dtype);
   const __m256 lo = _mm256_set1_ps(float(range.lo)), hi = _mm256_set1_ps(float(range.hi));
   const Params params(a);
@@ -109,7 +149,24 @@ void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
   }
 }
 
+template <class X, class Y>
+static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, std::int64_t i1) {
+  char* y = static_cast<char*>(a.y) + a.y_offset * bytes_of(yt);
+  const float* scale = static_cast<const float*>(a.scale) + a.scale_offset;
+  const bool per_element = a.scale_stride != 0;
+  const __m256 scale0 = _mm256_set1_ps(scale[0]);
+  const bool stream = a.stream_y;
+  for (std::int64_t i = i0; i < i1; i += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, i1 - i);
+    const __m256 q = _mm256_cvtepi32_ps(load_q8(a.x, xt, a.x_offset + i, n));
+    put8_n(y + i * bytes_of(yt), yt, _mm256_mul_ps(q, per_element ? load8_n(scale + i, DType::f32, n) : scale0), n, stream);
+  }
+  if (stream) _mm_sfence();
+}
+
 void dequantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
+  if (common_quant_layout(a, a.x_dtype))
+    return dispatch_quant_types(a.y_dtype, a.x_dtype, [&](auto yt, auto xt) { dequantize_scaled(a, xt, yt, i0, i1); });
   const Params params(a);
   for (std::int64_t i = i0; i < i1; i += 8) {
     const std::int64_t n = std::min<std::int64_t>(8, i1 - i);

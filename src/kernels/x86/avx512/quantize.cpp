@@ -80,24 +80,6 @@ class Params {
 
 }  // namespace
 
-// The common layout: int8 or uint8 values, f32 scales per element of the run
-// or one for it, no zero point. It is compiled per storage type with the
-// arguments in locals (quantize_scaled, dequantize_scaled): the generic
-// loops test every layout and type per vector.
-static bool common_layout(const QuantArgs& a, DType q) {
-  return (q == DType::i8 || q == DType::u8) && a.scale_dtype == DType::f32 && !a.zp &&
-         (a.scale_stride == 0 || (a.group == 1 && a.scale_stride == 1));
-}
-
-// Calls f(float storage type, int8 storage type) as compile-time constants.
-template <class F>
-static void dispatch_common(DType f, DType q, F&& fn) {
-  dispatch_float(f, [&](auto ft) {
-    if (q == DType::u8) fn(ft, std::integral_constant<DType, DType::u8>{});
-    else fn(ft, std::integral_constant<DType, DType::i8>{});
-  });
-}
-
 template <class X, class Q>
 static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std::int64_t i1) {
   const char* x = static_cast<const char*>(a.x) + a.x_offset * bytes_of(xt);
@@ -121,8 +103,8 @@ static void quantize_scaled(const QuantArgs& a, X xt, Q qt, std::int64_t i0, std
 
 // Division, not a multiply by the reciprocal: bit-identical to the reference.
 void quantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
-  if (common_layout(a, a.y_dtype))
-    return dispatch_common(a.x_dtype, a.y_dtype, [&](auto xt, auto qt) { quantize_scaled(a, xt, qt, i0, i1); });
+  if (common_quant_layout(a, a.y_dtype))
+    return dispatch_quant_types(a.x_dtype, a.y_dtype, [&](auto xt, auto qt) { quantize_scaled(a, xt, qt, i0, i1); });
   const QuantRange range = quant_range(a.y_dtype);
   const __m512 lo = _mm512_set1_ps(float(range.lo)), hi = _mm512_set1_ps(float(range.hi));
   const Params params(a);
@@ -159,8 +141,8 @@ static void dequantize_scaled(const QuantArgs& a, X xt, Y yt, std::int64_t i0, s
 }
 
 void dequantize(const QuantArgs& a, std::int64_t i0, std::int64_t i1) {
-  if (common_layout(a, a.x_dtype))
-    return dispatch_common(a.y_dtype, a.x_dtype, [&](auto yt, auto xt) { dequantize_scaled(a, xt, yt, i0, i1); });
+  if (common_quant_layout(a, a.x_dtype))
+    return dispatch_quant_types(a.y_dtype, a.x_dtype, [&](auto yt, auto xt) { dequantize_scaled(a, xt, yt, i0, i1); });
   const Params params(a);
   for (std::int64_t i = i0; i < i1; i += 16) {
     const std::int64_t n = std::min<std::int64_t>(16, i1 - i);
