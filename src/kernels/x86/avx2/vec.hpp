@@ -82,12 +82,11 @@ static inline void put8_n(void* p, DType t, __m256 v, std::int64_t n, bool strea
 // and one and, and back by one shift and one blend per rounding. The
 // in-order widening and narrowing (load8, to_bf16) take three shuffles and
 // two more shifts per 8, on the few vector ports that run them: a bf16 relu
-// in L1 ran 1.8x faster (AMD EPYC Zen 2). For elementwise loops whose every
-// operand and result takes this order: same_order says which types share it.
+// in L1 ran 1.8x faster (AMD EPYC Zen 2). For elementwise loops of one
+// storage type, whose every operand and result takes this order.
 struct Pair {
   __m256 lo, hi;
 };
-static constexpr bool same_order(DType a, DType b) { return (a == DType::bf16) == (b == DType::bf16); }
 
 static inline Pair load16_unordered(const void* p, DType t) {
   if (t != DType::bf16) return {load8(p, t), load8(static_cast<const char*>(p) + 8 * bytes_of(t), t)};
