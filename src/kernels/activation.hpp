@@ -17,6 +17,10 @@ enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu, sigmoid, 
 // block of 64) made it 3x slower.
 enum class ExpTiny { subnormal, normal };
 
+// What an exp's argument is known to be: a nonpositive one (softmax's x -
+// max, -|x|) needs no clamp against overflow.
+enum class ExpArg { any, nonpositive };
+
 // The SIMD exps' lower clamp for each: below it the result rounds to 0
 // (subnormal), or would leave the normal range (normal).
 constexpr float exp_floor(ExpTiny tiny) { return tiny == ExpTiny::normal ? -87.0f : -103.972084f; }

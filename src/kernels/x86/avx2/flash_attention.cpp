@@ -186,7 +186,7 @@ static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, 
 // still empty (both -inf); l = alpha l + row_sum. alpha holds m_old on entry.
 static inline void rescale_rows8(float* alpha, const float* m, const float* row_sum, float* l) {
   const __m256 mo = _mm256_loadu_ps(alpha), mn = _mm256_loadu_ps(m), neg_inf = _mm256_set1_ps(kNegInf);
-  __m256 al = exp8<ExpTiny::normal>(_mm256_sub_ps(mo, mn));
+  __m256 al = exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_sub_ps(mo, mn));
   al = _mm256_blendv_ps(al, _mm256_setzero_ps(), _mm256_cmp_ps(mo, neg_inf, _CMP_EQ_OQ));
   al = _mm256_blendv_ps(al, _mm256_set1_ps(1.0f), _mm256_cmp_ps(mn, neg_inf, _CMP_EQ_OQ));
   _mm256_storeu_ps(alpha, al);
@@ -223,7 +223,7 @@ static inline float softmax_row(const AttentionArgs& a, float* sr, std::int64_t 
   const __m256 mv = _mm256_set1_ps(m_new);
   __m256 sum = _mm256_setzero_ps();
   for (std::int64_t j = 0; j < vectors; ++j) {
-    __m256 p = exp8<ExpTiny::normal>(_mm256_sub_ps(_mm256_load_ps(sr + 8 * j), mv));
+    __m256 p = exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_sub_ps(_mm256_load_ps(sr + 8 * j), mv));
     if (!whole) p = _mm256_and_ps(p, lanes_below(std::clamp<std::int64_t>(valid - 8 * j, 0, 8)));
     _mm256_store_ps(sr + 8 * j, p);
     sum = _mm256_add_ps(sum, p);

@@ -33,7 +33,7 @@ struct Row {
 // 3x slower).
 static inline __m256 exp_of_logit(__m256 d) {
   const __m256 normal = _mm256_cmp_ps(d, _mm256_set1_ps(exp_floor(ExpTiny::normal)), _CMP_GE_OQ);
-  return _mm256_and_ps(normal, exp8<ExpTiny::normal>(d));
+  return _mm256_and_ps(normal, exp8<ExpArg::nonpositive, ExpTiny::normal>(d));
 }
 }  // namespace
 
@@ -69,8 +69,13 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
     const bool empty = max == neg_inf && !has_nan;
     const __m256 vm = _mm256_set1_ps(max);
     const bool buffered = !a.log && visible <= kBufferedCols;
+    // The next row's logits into L2 while this one computes its exps: the
+    // max pass, the row's first read, would wait on memory with the
+    // arithmetic idle.
+    const char* next = r + 1 < r1 ? row.x + a.x_row_stride * xs : nullptr;
     __m256 vsum = _mm256_setzero_ps();
     for (std::int64_t c = 0; c < visible && !empty; c += 8) {
+      if (next && (c * xs) % 64 == 0) _mm_prefetch(next + c * xs, _MM_HINT_T1);
       const __m256 e = exp_of_logit(_mm256_sub_ps(row.logits(c, visible - c), vm));
       if (buffered) _mm256_store_ps(exps + c, e);
       vsum = _mm256_add_ps(vsum, e);

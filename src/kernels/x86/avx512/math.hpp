@@ -150,10 +150,6 @@ __attribute__((always_inline)) static inline V mask_sub_ps(V src, MaskOf<V> m, V
   return lanewise<V>([](__m512 s, __mmask16 k, __m512 x, __m512 y) { return _mm512_mask_sub_ps(s, k, x, y); }, src, m, a, b);
 }
 
-// What an exp's argument is known to be: a nonpositive one (softmax's x -
-// max, -|x|) needs no clamp against overflow.
-enum class ExpArg { any, nonpositive };
-
 // exp's lower clamp, for ExpTiny (kernels/activation.hpp).
 template <ExpTiny Tiny, class V>
 __attribute__((always_inline)) static inline V exp_lower_clamp(V x) {
