@@ -3,6 +3,7 @@
 #include "kernels/resize.hpp"
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/vec.hpp"
+#include "kernels/x86/prefetch.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -11,10 +12,11 @@ namespace {
 // The source elements that one block of 8 output columns reads from a row:
 // indices [first, last] (they never decrease along a row). Spans of up to 16
 // elements sit in two registers and are picked with permutes; wider ones
-// are gathered.
+// are gathered. T: the storage type, at compile time.
+template <class T>
 class Window {
  public:
-  Window(const char* row, DType t, std::int64_t width, std::int64_t first, std::int64_t last)
+  Window(const char* row, T t, std::int64_t width, std::int64_t first, std::int64_t last)
       : row_(row), t_(t), first_(first), span_(last - first) {
     const std::int64_t es = bytes_of(t);
     // Cut to the row: the last block's window may reach past its end.
@@ -41,7 +43,7 @@ class Window {
 
  private:
   const char* row_;
-  DType t_;
+  T t_;
   std::int64_t first_, span_;
   __m256 lo_ = _mm256_setzero_ps(), hi_ = _mm256_setzero_ps();
 };
@@ -51,26 +53,32 @@ __m256 blend(__m256 w0, __m256 a, __m256 w1, __m256 b) { return _mm256_fmadd_ps(
 __m256i load_indices(const std::int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // channels == 1 (NCHW), nearest: 8 output columns at a time, their sources
-// picked from a window of the source row.
-void nearest_columns(const ResizeArgs& a, const char* top, char* y) {
-  const std::int64_t es = bytes_of(a.dtype);
+// picked from a window of the source row. T: the storage type, at compile
+// time; Stream: streaming stores for y.
+template <class T, class Stream>
+void nearest_columns(const ResizeArgs& a, T t, Stream stream, const char* top, char* y) {
+  const std::int64_t es = bytes_of(t);
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; w += 8) {
-    const Window src(top, a.dtype, a.in_width, c.i0[w], c.i0[w + 7]);
-    store8_n(y + w * es, a.dtype, src.pick(load_indices(c.i0 + w)), std::min<std::int64_t>(8, a.out_width - w));
+    const Window src(top, t, a.in_width, c.i0[w], c.i0[w + 7]);
+    put8_n(y + w * es, t, src.pick(load_indices(c.i0 + w)), std::min<std::int64_t>(8, a.out_width - w), stream);
   }
 }
 
 // channels == 1 (NCHW), bilinear, rows [r0, r1): each output row blends two
 // source rows interpolated along the columns (InterpolatedRows).
-void bilinear_columns(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t es = bytes_of(a.dtype), width = (a.out_width + 7) / 8 * 8;
+template <class T, class Stream>
+void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(t), width = (a.out_width + 7) / 8 * 8;
   const ResizeTable& c = a.cols;
   InterpolatedRows rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
+    // Each source row comes from memory once: fetched ahead, or its misses
+    // stall the blends behind them (as in the AVX-512 row).
+    prefetch_ahead(src, a.in_width * es);
     for (std::int64_t w = 0; w < a.out_width; w += 8) {
-      const Window row(src, a.dtype, a.in_width, c.i0[w], c.i1[w + 7]);
+      const Window row(src, t, a.in_width, c.i0[w], c.i1[w + 7]);
       const __m256 wx0 = _mm256_loadu_ps(c.w0 + w), wx1 = _mm256_loadu_ps(c.w1 + w);
       _mm256_store_ps(out + w, blend(wx0, row.pick(load_indices(c.i0 + w)), wx1, row.pick(load_indices(c.i1 + w))));
     }
@@ -81,14 +89,15 @@ void bilinear_columns(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
     const __m256 wy0 = _mm256_set1_ps(a.rows.w0[r]), wy1 = _mm256_set1_ps(a.rows.w1[r]);
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     for (std::int64_t w = 0; w < a.out_width; w += 8)
-      store8_n(y + w * es, a.dtype, blend(wy0, _mm256_load_ps(upper + w), wy1, _mm256_load_ps(lower + w)),
-               std::min<std::int64_t>(8, a.out_width - w));
+      put8_n(y + w * es, t, blend(wy0, _mm256_load_ps(upper + w), wy1, _mm256_load_ps(lower + w)),
+             std::min<std::int64_t>(8, a.out_width - w), stream);
   }
 }
 
 // channels > 1 (NHWC): one output pixel at a time, its channels 8 at a time.
-void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, char* y, std::int64_t r) {
-  const std::int64_t es = bytes_of(a.dtype), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
+template <class T, class Stream>
+void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, const char* bottom, char* y, std::int64_t r) {
+  const std::int64_t es = bytes_of(t), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
   const ResizeTable& c = a.cols;
   for (std::int64_t w = 0; w < a.out_width; ++w) {
     char* out = y + w * yp;
@@ -102,29 +111,40 @@ void resize_pixels(const ResizeArgs& a, const char* top, const char* bottom, cha
     const __m256 wy0 = _mm256_set1_ps(a.rows.w0[r]), wy1 = _mm256_set1_ps(a.rows.w1[r]);
     for (std::int64_t ch = 0; ch < a.channels; ch += 8) {
       const std::int64_t n = std::min<std::int64_t>(8, a.channels - ch), at = ch * es;
-      const __m256 upper = blend(wx0, load8_n(top + left + at, a.dtype, n), wx1, load8_n(top + right + at, a.dtype, n));
-      const __m256 lower =
-          blend(wx0, load8_n(bottom + left + at, a.dtype, n), wx1, load8_n(bottom + right + at, a.dtype, n));
-      store8_n(out + at, a.dtype, blend(wy0, upper, wy1, lower), n);
+      const __m256 upper = blend(wx0, load8_n(top + left + at, t, n), wx1, load8_n(top + right + at, t, n));
+      const __m256 lower = blend(wx0, load8_n(bottom + left + at, t, n), wx1, load8_n(bottom + right + at, t, n));
+      put8_n(out + at, t, blend(wy0, upper, wy1, lower), n, stream);
     }
   }
 }
 
-}  // namespace
-
-void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
-  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, r0, r1);
-  const std::int64_t es = bytes_of(a.dtype);
+// Rows [r0, r1), compiled per storage type and streaming mode, the
+// arguments in a local copy (a store through y may alias them).
+template <class T, class Stream>
+void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
+  const ResizeArgs a = args;
+  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, t, stream, r0, r1);
+  const std::int64_t es = bytes_of(t);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
     const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     if (a.channels == 1)
-      nearest_columns(a, top, y);
+      nearest_columns(a, t, stream, top, y);
     else
-      resize_pixels(a, top, bottom, y, r);
+      resize_pixels(a, t, stream, top, bottom, y, r);
   }
+}
+
+}  // namespace
+
+void resize(const ResizeArgs& a, std::int64_t r0, std::int64_t r1) {
+  dispatch_float(a.dtype, [&](auto t) {
+    if (a.stream_y) resize_rows(a, t, std::true_type(), r0, r1);
+    else resize_rows(a, t, std::false_type(), r0, r1);
+  });
+  if (a.stream_y) _mm_sfence();
 }
 
 }  // namespace tessera::kernels::avx2
