@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/norm.hpp"
 #include "kernels/scratch.hpp"
@@ -12,7 +14,7 @@ namespace tessera::kernels::avx2 {
 // v as a store to dtype t and a load back would give it.
 static inline __m256 rounded(__m256 v, DType t) {
   switch (t) {
-    case DType::bf16: return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(to_bf16(v)), 16));
+    case DType::bf16: return _mm256_castsi256_ps(_mm256_and_si256(bf16_in_high_half(v), _mm256_set1_epi32(int(0xffff0000u))));
     case DType::f16: return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     default: return v;
   }
@@ -29,31 +31,40 @@ static inline void accumulate(__m256 v, __m256d& lo, __m256d& hi) {
   }
 }
 
-// The f64 sum of chunk(c, k) (squared when kSquare) over the row's chunks of
-// k <= 8 columns, in four chains so that the adds' latency does not bound the
-// pass. Lanes past k must be 0.
-template <bool kSquare, class Chunk>
-static inline double row_sum(std::int64_t n, Chunk&& chunk) {
+// The f64 sum of the row's values (squared when kSquare): chunk16(c) gives
+// columns c .. c + 15 as a Pair, chunk(c, k) the k <= 8 of the tail (lanes
+// past k must be 0). Four chains, so that the adds' latency does not bound
+// the pass.
+template <bool kSquare, class Chunk16, class Chunk>
+static inline double row_sum(std::int64_t n, Chunk16&& chunk16, Chunk&& chunk) {
   __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
   std::int64_t c = 0;
   for (; c + 16 <= n; c += 16) {
-    accumulate<kSquare>(chunk(c, 8), s0, s1);
-    accumulate<kSquare>(chunk(c + 8, 8), s2, s3);
+    const Pair p = chunk16(c);
+    accumulate<kSquare>(p.lo, s0, s1);
+    accumulate<kSquare>(p.hi, s2, s3);
   }
   for (; c < n; c += 8) accumulate<kSquare>(chunk(c, std::min<std::int64_t>(8, n - c)), s0, s1);
   return hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
 }
 
 // gamma or beta as n f32 values for a task's rows: in place when stored as
-// f32, else converted once (absent: n copies of `absent`, for gamma), so that
-// the output loop has one plain load and no dtype switch per vector.
-static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot) {
-  if (p && t == DType::f32) return static_cast<const float*>(p);
+// f32 in order, else converted once (absent: n copies of `absent`, for
+// gamma), so that the output loop has plain loads and no dtype switch per
+// vector. bf16_order: each whole 16 in load16_unordered's bf16 order.
+static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot, bool bf16_order) {
+  if (p && t == DType::f32 && !bf16_order) return static_cast<const float*>(p);
   auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
   for (std::int64_t c = 0; c < n; c += 8) {
     const std::int64_t k = std::min<std::int64_t>(8, n - c);
     store8_n(out + c, DType::f32, p ? load8_n(advance(p, t, c), t, k) : _mm256_set1_ps(absent), k);
   }
+  if (bf16_order)
+    for (std::int64_t c = 0; c + 16 <= n; c += 16) {
+      float in_order[16];
+      std::memcpy(in_order, out + c, sizeof in_order);
+      for (int j = 0; j < 8; ++j) out[c + j] = in_order[2 * j], out[c + 8 + j] = in_order[2 * j + 1];
+    }
   return out;
 }
 
@@ -61,16 +72,31 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
 // normalized, sum's type with a residual; Y: y) or read from the arguments,
 // the arguments in a local copy (a store through y or sum may alias them).
 // Past the L3, y and the sum are streamed and the sum is kept in a row buffer
-// as f32 for the later passes, as in the AVX-512 row.
+// as f32 for the later passes, as in the AVX-512 row. Whole 16 columns go
+// as Pairs: in bf16's own order (vec.hpp, load16_unordered) when every
+// operand is bf16, gamma and beta permuted to match; else in order.
 template <class X, class V, class Y>
 static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, std::int64_t r1) {
   const NormArgs a = args;
+  constexpr bool kBf16Order = std::is_same_v<X, std::integral_constant<DType, DType::bf16>>;  // then V, Y and the residual too
+  const auto load16 = [](const void* p, auto t) {
+    if constexpr (kBf16Order) return load16_unordered(p, t);
+    else return Pair{load8(p, t), load8(advance(p, t, 8), t)};
+  };
+  const auto put16 = [](void* p, auto t, Pair v, bool stream) {
+    if constexpr (kBf16Order) {
+      put16_unordered(p, t, v, stream);
+    } else {
+      put8_n(p, t, v.lo, 8, stream);
+      put8_n(advance(p, t, 8), t, v.hi, 8, stream);
+    }
+  };
   const std::int64_t n = a.cols;
   const std::int64_t xs = bytes_of(xt), rs = bytes_of(a.residual_dtype), vs = bytes_of(vt), ys = bytes_of(yt);
   const DType rt = a.residual_dtype;
   const bool layer = a.kind == NormKind::layer, stream = a.stream_y, buffered = a.residual && stream;
-  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel);
-  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel) : nullptr;
+  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel, kBf16Order);
+  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel, kBf16Order) : nullptr;
   float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
@@ -80,30 +106,65 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
     if (a.residual) {
       const char* res = static_cast<const char*>(a.residual) + r * a.residual_row_stride * rs;
       char* sum = static_cast<char*>(a.sum) + r * a.sum_row_stride * vs;
-      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) {
-        const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, xt, k), load8_n(res + c * rs, rt, k)), vt);
-        put8_n(sum + c * vs, vt, t, k, buffered);
-        if (buffered) store8_n(vbuf + c, DType::f32, t, k);
-        return t;
-      });
+      total = row_sum<false>(
+          n,
+          [&](std::int64_t c) {
+            const Pair xv = load16(x + c * xs, xt), rv = load16(res + c * rs, rt);
+            const Pair added{_mm256_add_ps(xv.lo, rv.lo), _mm256_add_ps(xv.hi, rv.hi)};
+            Pair t;
+            if constexpr (kBf16Order) {
+              t = store16_bf16_rounded_unordered(sum + c * vs, added, buffered);
+            } else {
+              t = {rounded(added.lo, vt), rounded(added.hi, vt)};
+              put16(sum + c * vs, vt, t, buffered);
+            }
+            if (buffered) {
+              _mm256_storeu_ps(vbuf + c, t.lo);
+              _mm256_storeu_ps(vbuf + c + 8, t.hi);
+            }
+            return t;
+          },
+          [&](std::int64_t c, std::int64_t k) {
+            const __m256 t = rounded(_mm256_add_ps(load8_n(x + c * xs, xt, k), load8_n(res + c * rs, rt, k)), vt);
+            put8_n(sum + c * vs, vt, t, k, buffered);
+            if (buffered) store8_n(vbuf + c, DType::f32, t, k);
+            return t;
+          });
       v = sum;
     } else if (layer) {
-      total = row_sum<false>(n, [&](std::int64_t c, std::int64_t k) { return load8_n(x + c * xs, xt, k); });
+      total = row_sum<false>(
+          n, [&](std::int64_t c) { return load16(x + c * xs, xt); },
+          [&](std::int64_t c, std::int64_t k) { return load8_n(x + c * xs, xt, k); });
     }
     const double mean = layer ? total / double(n) : 0.0;
     const __m256 mean8 = _mm256_set1_ps(float(mean));
     // The variance and output passes read v from src (type st).
     const auto finish = [&](const char* src, auto st) {
-      const double var = row_sum<true>(n, [&](std::int64_t c, std::int64_t k) {
-                           const __m256 d = _mm256_sub_ps(load8_n(src + c * bytes_of(st), st, k), mean8);
-                           return k == 8 ? d : _mm256_and_ps(d, lanes_below(k));
-                         }) / double(n);
+      const std::int64_t ss = bytes_of(st);
+      const double var = row_sum<true>(
+                             n,
+                             [&](std::int64_t c) {
+                               const Pair p = load16(src + c * ss, st);
+                               return Pair{_mm256_sub_ps(p.lo, mean8), _mm256_sub_ps(p.hi, mean8)};
+                             },
+                             [&](std::int64_t c, std::int64_t k) {
+                               const __m256 d = _mm256_sub_ps(load8_n(src + c * ss, st, k), mean8);
+                               return k == 8 ? d : _mm256_and_ps(d, lanes_below(k));
+                             }) /
+                         double(n);
       const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
-      for (std::int64_t c = 0; c < n; c += 8) {
-        const std::int64_t k = std::min<std::int64_t>(8, n - c);
-        const __m256 d = _mm256_mul_ps(_mm256_sub_ps(load8_n(src + c * bytes_of(st), st, k), mean8), inv);
+      const auto out8 = [&](__m256 src8, std::int64_t c, std::int64_t k) {
         const __m256 g = load8_n(gamma + c, DType::f32, k), b = beta ? load8_n(beta + c, DType::f32, k) : _mm256_setzero_ps();
-        put8_n(y + c * ys, yt, _mm256_fmadd_ps(d, g, b), k, stream);
+        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_sub_ps(src8, mean8), inv), g, b);
+      };
+      std::int64_t c = 0;
+      for (; c + 16 <= n; c += 16) {
+        const Pair p = load16(src + c * ss, st);
+        put16(y + c * ys, yt, {out8(p.lo, c, 8), out8(p.hi, c + 8, 8)}, stream);
+      }
+      for (; c < n; c += 8) {
+        const std::int64_t k = std::min<std::int64_t>(8, n - c);
+        put8_n(y + c * ys, yt, out8(load8_n(src + c * ss, st, k), c, k), k, stream);
       }
     };
     if (buffered) finish(reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});

@@ -118,6 +118,19 @@ static inline void put16_unordered(void* p, DType t, Pair v, bool stream) {
     _mm256_storeu_si256(static_cast<__m256i*>(p), h);
 }
 
+// Stores v as bf16 as put16_unordered does and returns the stored values as
+// f32 in the same order (a load16_unordered of them), rounding once.
+static inline Pair store16_bf16_rounded_unordered(void* p, Pair v, bool stream) {
+  const __m256i lo = bf16_in_high_half(v.lo), hi = bf16_in_high_half(v.hi);
+  const __m256i h = _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xaa);
+  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 31) == 0)
+    _mm256_stream_si256(static_cast<__m256i*>(p), h);
+  else
+    _mm256_storeu_si256(static_cast<__m256i*>(p), h);
+  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
+  return {_mm256_castsi256_ps(_mm256_and_si256(lo, high)), _mm256_castsi256_ps(_mm256_and_si256(hi, high))};
+}
+
 static inline const void* advance(const void* p, DType t, std::int64_t n) {
   return static_cast<const char*>(p) + n * bytes_of(t);
 }
