@@ -37,7 +37,7 @@ class LinearTest : public IsaTest {
 TEST_P(LinearTest, PackedFloatWeights) {
   for (DType wt : {DType::f32, DType::bf16})
     for (DType at : {DType::f32, DType::bf16})
-      for (auto [m, k, n] : {std::array<std::int64_t, 3>{1, 1, 1}, {1, 64, 33}, {3, 17, 100}, {17, 255, 64}, {64, 1000, 70}}) {
+      for (auto [m, k, n] : {std::array<std::int64_t, 3>{1, 1, 1}, {1, 64, 33}, {3, 17, 100}, {11, 255, 40}, {16, 64, 70}, {17, 255, 64}, {64, 1000, 70}}) {
         SCOPED_TRACE(fmt::format("w {} a {} m={} k={} n={}", to_string(wt), to_string(at), m, k, n));
         const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 1), wt);
         check(random_tensor(at, {m, k}, 2), w, DType::f32);

@@ -1,4 +1,4 @@
-// Decode on AVX2 (M <= 4; W8A8 / W4A8 up to 16): packed weights streamed
+// Decode on AVX2 (M <= 4; bf16, W8A8 and W4A8 up to 16): packed weights streamed
 // once per pass of one or two rows of A and used at once, never written back
 // to memory. The blocked row (matmul_f32.cpp) converts a whole panel into an
 // f32 buffer first (at M = 1 all of K: 512 KiB of f32 written and read
@@ -325,9 +325,11 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
 
 }  // namespace
 
-// Decode (M <= 4, in passes of up to two rows: a second pass finds the
-// task's panels in L2). Float weights: A's rows converted to f32 once per
-// task (W8A8 takes the integer rows), zero past K up to bf16's 32.
+// Decode (M <= 4, bf16 <= 16, in passes of up to two rows over the task's
+// panels; panel by panel with every pass instead measured no faster at M 8
+// and 16 and slower at 3, whose single-row pass streams 3 panels). Float
+// weights: A's rows converted to f32 once per task (W8A8 takes the integer
+// rows), zero past K up to bf16's 32.
 void matmul_decode(const MatmulArgs& p, const MatmulTiling&, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                    std::int64_t n1) {
   const DType dtype = p.packed->dtype;
