@@ -1,5 +1,6 @@
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/softmax.hpp"
 #include "kernels/x86/avx2/vec.hpp"
@@ -26,6 +27,21 @@ struct Row {
     __m256 l = _mm256_mul_ps(load8_n(x + c * bytes_of(x_dtype), x_dtype, n), scale);
     if (mask) l = _mm256_add_ps(l, load8_n(mask + c * bytes_of(mask_dtype), mask_dtype, n));
     return n >= 8 ? l : _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), l, lanes_below(n));
+  }
+  // Logits of columns c .. c + 15, all real: in bf16's own order when x and
+  // the mask are bf16 (vec.hpp, load16_unordered), else in order.
+  Pair logits16(std::int64_t c) const {
+    if constexpr (std::is_same_v<X, std::integral_constant<DType, DType::bf16>>) {
+      const Pair v = load16_unordered(x + c * 2, x_dtype);
+      Pair l{_mm256_mul_ps(v.lo, scale), _mm256_mul_ps(v.hi, scale)};
+      if (mask) {
+        const Pair m = load16_unordered(mask + c * 2, mask_dtype);
+        l = {_mm256_add_ps(l.lo, m.lo), _mm256_add_ps(l.hi, m.hi)};
+      }
+      return l;
+    } else {
+      return {logits(c, 8), logits(c + 8, 8)};
+    }
   }
 };
 // exp(d) for d = logit - max <= 0; 0 below exp_floor(normal), where the
@@ -58,12 +74,20 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
     const std::int64_t window = r + a.causal_offset + 1;
     const std::int64_t visible = !a.causal || window > a.cols ? a.cols : window < 0 ? 0 : window;
 
+    // Columns [0, whole) go 16 at a time as Pairs (Row::logits16), the rest
+    // 8 at a time, in every pass alike: the exps buffer keeps each one's order.
+    const std::int64_t whole = visible / 16 * 16;
     __m256 vmax = _mm256_set1_ps(neg_inf), nan = _mm256_setzero_ps();
-    for (std::int64_t c = 0; c < visible; c += 8) {
-      const __m256 l = row.logits(c, visible - c);
+    const auto see = [&](__m256 l) {
       nan = _mm256_or_ps(nan, _mm256_cmp_ps(l, l, _CMP_UNORD_Q));
       vmax = _mm256_max_ps(vmax, l);
+    };
+    for (std::int64_t c = 0; c < whole; c += 16) {
+      const Pair l = row.logits16(c);
+      see(l.lo);
+      see(l.hi);
     }
+    for (std::int64_t c = whole; c < visible; c += 8) see(row.logits(c, visible - c));
     const bool has_nan = _mm256_movemask_ps(nan) != 0;
     const float max = hmax(vmax);
     const bool empty = max == neg_inf && !has_nan;
@@ -74,24 +98,46 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
     // arithmetic idle.
     const char* next = r + 1 < r1 ? row.x + a.x_row_stride * xs : nullptr;
     __m256 vsum = _mm256_setzero_ps();
-    for (std::int64_t c = 0; c < visible && !empty; c += 8) {
-      if (next && (c * xs) % 64 == 0) _mm_prefetch(next + c * xs, _MM_HINT_T1);
-      const __m256 e = exp_of_logit(_mm256_sub_ps(row.logits(c, visible - c), vm));
+    const auto add_exp = [&](__m256 l, std::int64_t c) {
+      const __m256 e = exp_of_logit(_mm256_sub_ps(l, vm));
       if (buffered) _mm256_store_ps(exps + c, e);
       vsum = _mm256_add_ps(vsum, e);
+    };
+    for (std::int64_t c = 0; c < visible && !empty; c += c < whole ? 16 : 8) {
+      if (next && (c * xs) % 64 == 0) _mm_prefetch(next + c * xs, _MM_HINT_T1);
+      if (c < whole) {
+        const Pair l = row.logits16(c);
+        add_exp(l.lo, c);
+        add_exp(l.hi, c + 8);
+      } else {
+        add_exp(row.logits(c, visible - c), c);
+      }
     }
     const float sum = has_nan ? std::numeric_limits<float>::quiet_NaN() : hsum(vsum);
     const __m256 inv = _mm256_set1_ps(1.0f / sum);
     const __m256 log_sum = _mm256_set1_ps(a.log ? float(std::log(double(sum))) : 0.0f);
-    for (std::int64_t c = 0; c < a.cols; c += 8) {
+    // The output of logits l (unbuffered) or of the buffered exps at c.
+    const auto out = [&](__m256 l, std::int64_t c) {
+      if (buffered) return _mm256_mul_ps(_mm256_load_ps(exps + c), inv);
+      const __m256 d = _mm256_sub_ps(l, vm);
+      return a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit(d), inv);
+    };
+    std::int64_t c = 0;
+    if (!empty)
+      for (; c < whole; c += 16) {
+        const Pair l = buffered ? Pair{} : row.logits16(c);
+        const Pair p{out(l.lo, c), out(l.hi, c + 8)};
+        if constexpr (std::is_same_v<Y, std::integral_constant<DType, DType::bf16>>) {
+          put16_unordered(y + c * ys, yt, p, false);
+        } else {
+          store8(y + c * ys, yt, p.lo);
+          store8(y + (c + 8) * ys, yt, p.hi);
+        }
+      }
+    for (; c < a.cols; c += 8) {
       __m256 p = hidden;
       if (c < visible && !empty) {
-        if (buffered) {
-          p = _mm256_mul_ps(_mm256_load_ps(exps + c), inv);
-        } else {
-          const __m256 d = _mm256_sub_ps(row.logits(c, visible - c), vm);
-          p = a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit(d), inv);
-        }
+        p = out(buffered ? _mm256_setzero_ps() : row.logits(c, visible - c), c);
         // A NaN row's sum would make the hidden lanes NaN too.
         if (visible - c < 8) p = _mm256_blendv_ps(hidden, p, lanes_below(visible - c));
       }
