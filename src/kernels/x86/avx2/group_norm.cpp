@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "kernels/group_norm.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
@@ -88,17 +90,50 @@ void group_norm_column_stats(const GroupNormLines& a, const float* shift, double
   }
 }
 
-void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
-  for (std::int64_t l = 0; l < a.lines; ++l)
-    for (std::int64_t i = 0; i < a.len; i += 8) {
-      const std::int64_t n = a.len - i;
-      const __m256 v = a.sum.data ? load8_n(at(a.sum, l, i), a.sum.dtype, n) : input8(a, l, i, n);
-      __m256 t = _mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
-                                 coef8(c.bias, c.stride, i, n));
-      if (c.silu) t = silu8(t);
-      if (a.mul.data) t = _mm256_mul_ps(t, load8_n(at(a.mul, l, i), a.mul.dtype, n));
-      store8_n(at(a.y, l, i), a.y.dtype, t, n);
+// Compiled per storage type T (of every x-shaped operand, else DTypes read
+// at run time) and for SiLU or not, the arguments in locals; 16 elements a
+// step, so that two SiLUs' chains overlap, and y streamed past the L3.
+template <bool kSilu, class T>
+static void apply_lines(const GroupNormLines& args, const GroupNormCoefs& coefs, T t) {
+  const GroupNormLines a = args;  // a local copy: a store through y may alias the arguments
+  const GroupNormCoefs c = coefs;
+  const GroupNormOperand in = a.sum.data ? a.sum : a.x;
+  const bool add_residual = a.residual.data && !a.sum.data, mul = a.mul.data != nullptr, stream = c.stream_y;
+  // An operand's storage type: T, or its own when T is read at run time.
+  const auto type_of = [&](const GroupNormOperand& o) {
+    if constexpr (std::is_same_v<T, DType>) return o.dtype;
+    else return t;
+  };
+  const auto y8 = [&](std::int64_t l, std::int64_t i, std::int64_t n) __attribute__((always_inline)) {
+    __m256 v = load8_n(at(in, l, i), type_of(in), n);
+    if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual), n));
+    __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
+                               coef8(c.bias, c.stride, i, n));
+    if constexpr (kSilu) r = silu8(r);
+    if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i), type_of(a.mul), n));
+    return r;
+  };
+  for (std::int64_t l = 0; l < a.lines; ++l) {
+    std::int64_t i = 0;
+    for (; i + 16 <= a.len; i += 16) {
+      const __m256 lo = y8(l, i, 8), hi = y8(l, i + 8, 8);
+      put8_n(at(a.y, l, i), type_of(a.y), lo, 8, stream);
+      put8_n(at(a.y, l, i + 8), type_of(a.y), hi, 8, stream);
     }
+    for (; i < a.len; i += 8) put8_n(at(a.y, l, i), type_of(a.y), y8(l, i, a.len - i), a.len - i, stream);
+  }
+  if (stream) _mm_sfence();
+}
+
+void group_norm_apply(const GroupNormLines& a, const GroupNormCoefs& c) {
+  const DType t = a.y.dtype;
+  const auto same = [&](const GroupNormOperand& o) { return !o.data || o.dtype == t; };
+  dispatch_bool(c.silu, [&](auto silu) {
+    if (same(a.x) && same(a.residual) && same(a.sum) && same(a.mul))
+      dispatch_float(t, [&](auto ct) { apply_lines<silu()>(a, c, ct); });
+    else
+      apply_lines<silu()>(a, c, t);
+  });
 }
 
 }  // namespace tessera::kernels::avx2
