@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "kernels/rope.hpp"
+#include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -16,6 +18,49 @@ static void rotate_half(const RopeArgs& a, const char* x, char* y) {
     const __m256 c = load8_n(a.cos + i, DType::f32, n), s = load8_n(a.sin + i, DType::f32, n);
     store8_n(advance(y, a.y_dtype, i), a.y_dtype, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)), n);
     store8_n(advance(y, a.y_dtype, i + half), a.y_dtype, _mm256_fmadd_ps(x1, c, _mm256_mul_ps(x0, s)), n);
+  }
+}
+
+// Half style, x and y of one storage type T: whole 16 features as Pairs in
+// T's order (vec.hpp, load16_unordered), bf16's with cos and sin permuted to
+// match once per call (a token: its heads share them); the rest 8 at a time.
+template <class T>
+static void rotate_half_same_type(const RopeArgs& a, T t) {
+  constexpr bool kBf16Order = std::is_same_v<T, std::integral_constant<DType, DType::bf16>>;
+  const std::int64_t half = a.rot_dim / 2, whole = half / 16 * 16, es = bytes_of(t);
+  const float* cos = a.cos;
+  const float* sin = a.sin;
+  if constexpr (kBf16Order) {
+    auto* p = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(2 * whole) * sizeof(float)));
+    for (std::int64_t i = 0; i < whole; i += 16)
+      for (int j = 0; j < 8; ++j) {
+        p[i + j] = a.cos[i + 2 * j], p[i + 8 + j] = a.cos[i + 2 * j + 1];
+        p[whole + i + j] = a.sin[i + 2 * j], p[whole + i + 8 + j] = a.sin[i + 2 * j + 1];
+      }
+    cos = p;
+    sin = p + whole;
+  }
+  for (std::int64_t h = 0; h < a.heads; ++h) {
+    const char* x = static_cast<const char*>(advance(a.x, t, h * a.x_head_stride));
+    char* y = static_cast<char*>(advance(a.y, t, h * a.y_head_stride));
+    for (std::int64_t i = 0; i < whole; i += 16) {
+      const Pair x0 = load16_unordered(x + i * es, t), x1 = load16_unordered(x + (i + half) * es, t);
+      const __m256 c0 = _mm256_loadu_ps(cos + i), c1 = _mm256_loadu_ps(cos + i + 8);
+      const __m256 s0 = _mm256_loadu_ps(sin + i), s1 = _mm256_loadu_ps(sin + i + 8);
+      put16_unordered(y + i * es, t, {_mm256_fmsub_ps(x0.lo, c0, _mm256_mul_ps(x1.lo, s0)), _mm256_fmsub_ps(x0.hi, c1, _mm256_mul_ps(x1.hi, s1))}, false);
+      put16_unordered(y + (i + half) * es, t, {_mm256_fmadd_ps(x1.lo, c0, _mm256_mul_ps(x0.lo, s0)), _mm256_fmadd_ps(x1.hi, c1, _mm256_mul_ps(x0.hi, s1))}, false);
+    }
+    for (std::int64_t i = whole; i < half; i += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, half - i);
+      const __m256 x0 = load8_n(x + i * es, t, n), x1 = load8_n(x + (i + half) * es, t, n);
+      const __m256 c = load8_n(a.cos + i, DType::f32, n), s = load8_n(a.sin + i, DType::f32, n);
+      store8_n(y + i * es, t, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)), n);
+      store8_n(y + (i + half) * es, t, _mm256_fmadd_ps(x1, c, _mm256_mul_ps(x0, s)), n);
+    }
+    for (std::int64_t d = a.rot_dim; d < a.head_dim; d += 8) {  // features past the rotary dim pass through
+      const std::int64_t n = std::min<std::int64_t>(8, a.head_dim - d);
+      store8_n(y + d * es, t, load8_n(x + d * es, t, n), n);
+    }
   }
 }
 
@@ -36,6 +81,7 @@ static void rotate_interleaved(const RopeArgs& a, const char* x, char* y) {
 
 // Unit strides along the head dim (see the row's supports()).
 void rope(const RopeArgs& a) {
+  if (!a.interleaved && a.x_dtype == a.y_dtype) return dispatch_float(a.x_dtype, [&](auto t) { rotate_half_same_type(a, t); });
   for (std::int64_t h = 0; h < a.heads; ++h) {
     const char* x = static_cast<const char*>(advance(a.x, a.x_dtype, h * a.x_head_stride));
     char* y = static_cast<char*>(advance(a.y, a.y_dtype, h * a.y_head_stride));
