@@ -31,15 +31,19 @@ namespace {
 
 constexpr std::int64_t kKeys = 16;  // keys per chunk of scores: two vectors
 // Keys per block, as the AVX-512 kernel (see there): fewer online updates
-// and K transposes per key. Units of few rows (decode) take 32, whose
-// converted K and V (16 KiB each at D = 128) stay in a 32 KiB L1 beside the
+// and K transposes per key. Units of few rows (decode) take 16, whose
+// converted K and V (8 KiB each at D = 128) stay in a 32 KiB L1 beside the
 // rows still arriving (with reading each K row whole and copying V, see
 // convert_block; AMD EPYC, Zen 2, bench attention, alternating, 3 rounds, ms
-// at 1 thread: decode_b1_kv4096 f32 6.25-6.36 -> 5.75-5.93, bf16 5.44-5.59
-// -> 5.09-5.20, kv16384 f32 25.2-34.2 -> 22.4-23.2; prefill_s512 f32 48-50
-// -> 45-47, cross even).
+// at 1 thread, 128 keys -> 32: decode_b1_kv4096 f32 6.25-6.36 -> 5.75-5.93,
+// bf16 5.44-5.59 -> 5.09-5.20, kv16384 f32 25.2-34.2 -> 22.4-23.2;
+// prefill_s512 f32 48-50 -> 45-47, cross even; 32 -> 16, 2 rounds, 1 / 2
+// threads: decode_b1_kv4096 f32 4.12-4.48 / 2.33-2.54 -> 3.55-4.04 /
+// 2.05-2.36, bf16 3.17-3.22 -> 2.78-2.81 at 1 thread, even at 2;
+// decode_b8_kv1024 f32 8.6-9.0 -> 7.3-8.6, bf16 6.5 -> 5.8). int8 caches
+// keep 32: their 128-byte rows measured 1-3 % slower at 16.
 constexpr std::int64_t kBlockKeys = 128;
-constexpr std::int64_t kFewRows = 16, kFewRowsBlockKeys = 32;
+constexpr std::int64_t kFewRows = 16, kFewRowsBlockKeys = 16, kFewRowsInt8BlockKeys = 32;
 // Rows of q per sliver, stored d-major ([D][kScoreRows]): 6 rows x 2 vectors
 // of accumulators, 2 of kt and a broadcast take 15 of the 16 registers.
 constexpr std::int64_t kScoreRows = 6;
@@ -264,7 +268,8 @@ static void finish_rows(const AttentionArgs& a, const AttentionOutput& out, cons
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
   const std::int64_t head_dim = a.head_dim, dim = (head_dim + 7) / 8 * 8, rows = a.rows, group = a.group;
   const std::int64_t t_end = visible_keys_end(a, t1);
-  const std::int64_t max_width = rows <= kFewRows ? kFewRowsBlockKeys : kBlockKeys;
+  const std::int64_t max_width =
+      rows > kFewRows ? kBlockKeys : a.kv.dtype == DType::i8 ? kFewRowsInt8BlockKeys : kFewRowsBlockKeys;
   const std::int64_t width = std::clamp<std::int64_t>((t_end - t0 + kKeys - 1) / kKeys * kKeys, kKeys, max_width);
 
   // Row state: q (pre-scaled, in slivers; padding rows zero), o sums, scores
