@@ -21,14 +21,19 @@ static inline __m256 load8(const void* p, DType t) {
   }
 }
 
-// f32 -> bf16, round to nearest even, NaN kept quiet; AVX2 has no instruction for it.
-static inline __m128i to_bf16(__m256 v) {
+// v rounded to bf16 (nearest even, NaN kept quiet; AVX2 has no instruction
+// for it), left in the high half of each lane.
+static inline __m256i bf16_in_high_half(__m256 v) {
   const __m256i x = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  const __m256i h = _mm256_blendv_epi8(rounded, quiet, nan);
+  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  const __m256i quiet = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
+  return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+// f32 -> bf16 in order.
+static inline __m128i to_bf16(__m256 v) {
+  const __m256i h = _mm256_srli_epi32(bf16_in_high_half(v), 16);
   return _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
@@ -94,31 +99,8 @@ static inline Pair load16_unordered(const void* p, DType t) {
   return {_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))))};
 }
 
-// v rounded to bf16 as to_bf16 does, left in the high half of each lane.
-static inline __m256i bf16_in_high_half(__m256 v) {
-  const __m256i x = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
-  const __m256i quiet = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
-  return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-}
-
-// Stores 16 elements taken by load16_unordered's order; with `stream` and
-// aligned, by streaming stores (see put8_n).
-static inline void put16_unordered(void* p, DType t, Pair v, bool stream) {
-  if (t != DType::bf16) {
-    put8_n(p, t, v.lo, 8, stream);
-    put8_n(static_cast<char*>(p) + 8 * bytes_of(t), t, v.hi, 8, stream);
-    return;
-  }
-  const __m256i h = _mm256_blend_epi16(_mm256_srli_epi32(bf16_in_high_half(v.lo), 16), bf16_in_high_half(v.hi), 0xaa);
-  if (stream && (reinterpret_cast<std::uintptr_t>(p) & 31) == 0)
-    _mm256_stream_si256(static_cast<__m256i*>(p), h);
-  else
-    _mm256_storeu_si256(static_cast<__m256i*>(p), h);
-}
-
-// Stores v as bf16 as put16_unordered does and returns the stored values as
+// Stores v as bf16 in load16_unordered's order (with `stream` and aligned,
+// by a streaming store) and returns the stored values as
 // f32 in the same order (a load16_unordered of them), rounding once.
 static inline Pair store16_bf16_rounded_unordered(void* p, Pair v, bool stream) {
   const __m256i lo = bf16_in_high_half(v.lo), hi = bf16_in_high_half(v.hi);
@@ -129,6 +111,17 @@ static inline Pair store16_bf16_rounded_unordered(void* p, Pair v, bool stream) 
     _mm256_storeu_si256(static_cast<__m256i*>(p), h);
   const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
   return {_mm256_castsi256_ps(_mm256_and_si256(lo, high)), _mm256_castsi256_ps(_mm256_and_si256(hi, high))};
+}
+
+// Stores 16 elements taken by load16_unordered's order; with `stream` and
+// aligned, by streaming stores (see put8_n).
+static inline void put16_unordered(void* p, DType t, Pair v, bool stream) {
+  if (t == DType::bf16) {
+    store16_bf16_rounded_unordered(p, v, stream);  // the values it returns cost nothing unused
+    return;
+  }
+  put8_n(p, t, v.lo, 8, stream);
+  put8_n(static_cast<char*>(p) + 8 * bytes_of(t), t, v.hi, 8, stream);
 }
 
 static inline const void* advance(const void* p, DType t, std::int64_t n) {
