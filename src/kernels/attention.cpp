@@ -8,22 +8,26 @@ namespace {
 
 // Head dims up to 512 (SD's VAE attends in one head of 512: the scalar row
 // took 0.9 s at 1024 tokens where these take 6-13 ms, AMD EPYC, 2 threads).
-// AVX2 has one row for prefill and decode: the flash kernel, split like
-// decode on decode shapes (avx2/flash_attention.cpp).
 bool simd_supported(const AttentionProblem& p) {
   const auto is_float = [](DType t) { return t == DType::f32 || t == DType::bf16; };
   return is_float(p.q) && is_float(p.o) && (is_float(p.kv) || p.kv == DType::i8) && p.head_dim <= 512;
 }
 // Decode shape: few query positions, keys that may be split across cores.
 bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }
+// The decode kernels keep the state of up to 16 rows (positions × group);
+// other decode shapes take the flash kernels, split like decode.
+bool decode_rows(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
 
-// The decode kernel keeps q in registers: up to 16 rows, and the common head
-// dims (each is a separate instantiation); other shapes take the flash kernel.
+// The AVX-512 decode kernel keeps q in registers: the common head dims (each
+// is a separate instantiation).
 bool decode_avx512(const AttentionProblem& p) {
   const std::int64_t d = p.head_dim;
-  return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16 &&
-         (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
+  return decode_rows(p) && (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
 }
+
+// The AVX2 decode kernel reads q from L1 and K and V rows in place, 16
+// features at a time: head dims of whole 16s.
+bool decode_avx2(const AttentionProblem& p) { return decode_rows(p) && p.head_dim % 16 == 0; }
 
 // int8 KV in integer dot products (avx512_bf16 level: VNNI): q quantized
 // per row, P per block; the decode row's head dims of whole 64-byte rows.
@@ -118,6 +122,7 @@ std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
       {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv_tiles, bf16_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
+      {"attention_decode_avx2", hw::Isa::avx2, decode_avx2, decode_tiling, avx2::attention_decode},
       {"flash_attention_avx2", hw::Isa::avx2, simd_supported, flash_or_split_tiling, avx2::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},

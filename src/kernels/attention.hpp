@@ -99,7 +99,10 @@ struct AttentionFamily {
 std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily);
 
 namespace ref { void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
-namespace avx2 { void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out); }
+namespace avx2 {
+void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
+void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
+}  // namespace avx2
 namespace avx512 {
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);
 void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out);

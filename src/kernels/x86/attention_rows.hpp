@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/x86/load1.hpp"
 
 namespace tessera::kernels {
 
@@ -143,6 +145,60 @@ struct Prefetcher {
 static inline std::int64_t visible_keys_end(const AttentionArgs& a, std::int64_t t1) {
   const std::int64_t positions = (a.rows + a.group - 1) / a.group;
   return a.causal ? std::min(t1, positions - 1 + a.causal_offset + 1) : t1;
+}
+
+// ------------------------------------------------------------------ decode
+
+// The visible key range and mask row of each query row, fixed for the unit.
+struct RowView {
+  std::int64_t limit;  // keys t < limit are visible (causal)
+  const void* mask;    // at key 0, or nullptr
+};
+
+constexpr std::int64_t kMaxRows = 16;
+
+// The keys [tb, tb + n) of a decode block of N: their rows (those past n
+// read `zero`), the rows of a block ahead for the prefetcher, and
+// how many of the block's keys each row sees. Returns n.
+template <int N, class Prefetch>
+static inline std::int64_t start_block(const AttentionArgs& a, const RowView* view, std::int64_t tb, std::int64_t t_end,
+                                       const void* zero, KvRows<N>& block, Prefetch& pf, std::int64_t* valid) {
+  const std::int64_t n = std::min<std::int64_t>(N, t_end - tb);
+  gather_rows(a.kv, tb, n, block);
+  pf.add_block_ahead(a.kv, tb, t_end);
+  for (std::int64_t i = n; i < N; ++i) block.k[i] = block.v[i] = zero;
+  for (std::int64_t r = 0; r < a.rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
+  return n;
+}
+
+// A decode block's rows in passes of 4, 2 or 1 rows (the kernels' sums for
+// up to 4 rows fill the registers): pass(r, pr) for each, pr a
+// std::integral_constant.
+template <class Pass>
+static inline void for_row_passes(std::int64_t rows, Pass&& pass) {
+  for (std::int64_t r = 0; r < rows;) {
+    const std::int64_t left = rows - r;
+    if (left >= 4) pass(r, std::integral_constant<int, 4>()), r += 4;
+    else if (left >= 2) pass(r, std::integral_constant<int, 2>()), r += 2;
+    else pass(r, std::integral_constant<int, 1>()), r += 1;
+  }
+}
+
+// The rows' views for keys up to t1 (q rows and the output go by the same
+// position and head); returns the end of the keys any row sees.
+static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
+  const std::int64_t t_end = visible_keys_end(a, t1);
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const std::int64_t pos = r / a.group;
+    view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
+    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
+  }
+  return t_end;
+}
+
+// Row r's query: position r / group, head r % group of the kv head's group.
+static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
+  return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
 }
 
 // A split-KV piece's state into `out` (set when out.partial_o is): the

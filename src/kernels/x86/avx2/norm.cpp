@@ -63,7 +63,7 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
     for (std::int64_t c = 0; c + 16 <= n; c += 16) {
       float in_order[16];
       std::memcpy(in_order, out + c, sizeof in_order);
-      for (int j = 0; j < 8; ++j) out[c + j] = in_order[2 * j], out[c + 8 + j] = in_order[2 * j + 1];
+      to_bf16_order16(in_order, out + c);
     }
   return out;
 }

@@ -32,11 +32,7 @@ static void rotate_half_same_type(const RopeArgs& a, T t) {
   const float* sin = a.sin;
   if constexpr (kBf16Order) {
     auto* p = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, std::size_t(2 * whole) * sizeof(float)));
-    for (std::int64_t i = 0; i < whole; i += 16)
-      for (int j = 0; j < 8; ++j) {
-        p[i + j] = a.cos[i + 2 * j], p[i + 8 + j] = a.cos[i + 2 * j + 1];
-        p[whole + i + j] = a.sin[i + 2 * j], p[whole + i + 8 + j] = a.sin[i + 2 * j + 1];
-      }
+    for (std::int64_t i = 0; i < whole; i += 16) to_bf16_order16(a.cos + i, p + i), to_bf16_order16(a.sin + i, p + whole + i);
     cos = p;
     sin = p + whole;
   }

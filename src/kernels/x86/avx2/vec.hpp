@@ -8,6 +8,7 @@
 
 #include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/x86/load1.hpp"
 #include "tessera/core/dtype.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -99,6 +100,16 @@ static inline Pair load16_unordered(const void* p, DType t) {
   return {_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))))};
 }
 
+// 16 f32 values `in` order into load16_unordered's bf16 order (the evens,
+// then the odds), and back: for the operands kept as f32 beside bf16 data
+// (scales, weights, sums), once per call.
+static inline void to_bf16_order16(const float* in, float* out) {
+  for (int j = 0; j < 8; ++j) out[j] = in[2 * j], out[8 + j] = in[2 * j + 1];
+}
+static inline void from_bf16_order16(const float* in, float* out) {
+  for (int j = 0; j < 8; ++j) out[2 * j] = in[j], out[2 * j + 1] = in[8 + j];
+}
+
 // Stores v as bf16 in load16_unordered's order (with `stream` and aligned,
 // by a streaming store) and returns the stored values as
 // f32 in the same order (a load16_unordered of them), rounding once.
@@ -124,10 +135,6 @@ static inline void put16_unordered(void* p, DType t, Pair v, bool stream) {
   put8_n(static_cast<char*>(p) + 8 * bytes_of(t), t, v.hi, 8, stream);
 }
 
-static inline const void* advance(const void* p, DType t, std::int64_t n) {
-  return static_cast<const char*>(p) + n * bytes_of(t);
-}
-static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * bytes_of(t); }
 
 static inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

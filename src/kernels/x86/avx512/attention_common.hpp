@@ -90,28 +90,6 @@ static void score_keys16(const char* q, std::int64_t q_stride, const void* const
   for (int i = 0; i < R; ++i) _mm512_store_ps(s + i * s_stride, sum16(part[0][i], part[1][i], part[2][i], part[3][i]));
 }
 
-// The visible key range and mask row of each query row, fixed for the unit.
-struct RowView {
-  std::int64_t limit;  // keys t < limit are visible (causal)
-  const void* mask;    // at key 0, or nullptr
-};
-
-constexpr std::int64_t kMaxRows = 16;
-
-// The keys [tb, tb + n) of a decode block of N: their rows (those past n
-// read `zero`), the rows of a block ahead for the prefetcher, and
-// how many of the block's keys each row sees. Returns n.
-template <int N, class Prefetch>
-static inline std::int64_t start_block(const AttentionArgs& a, const RowView* view, std::int64_t tb, std::int64_t t_end,
-                                       const void* zero, KvRows<N>& block, Prefetch& pf, std::int64_t* valid) {
-  const std::int64_t n = std::min<std::int64_t>(N, t_end - tb);
-  gather_rows(a.kv, tb, n, block);
-  pf.add_block_ahead(a.kv, tb, t_end);
-  for (std::int64_t i = n; i < N; ++i) block.k[i] = block.v[i] = zero;
-  for (std::int64_t r = 0; r < a.rows; ++r) valid[r] = std::clamp<std::int64_t>(view[r].limit - tb, 0, n);
-  return n;
-}
-
 // The scores of a block's first n keys (of N, 16 at a time) for every row:
 // row r's at s + r N. Rows go R at a time (q, the sums and a key's vectors
 // in registers), a prefetch tick every four keys.
@@ -129,36 +107,6 @@ static inline void score_block(const char* q, std::int64_t q_stride, std::int64_
 template <int R, int N>
 constexpr int score_block_ticks(std::int64_t rows) {
   return int(4 * (N / kDecodeKeys) * (rows / R + rows % R));
-}
-
-// The rows of a decode block's P V in passes of 4, 2 or 1 rows (the
-// kernels' sums for up to 4 rows fill the registers): pass(r, pr) for each,
-// pr a std::integral_constant.
-template <class Pass>
-static inline void for_pv_passes(std::int64_t rows, Pass&& pass) {
-  for (std::int64_t r = 0; r < rows;) {
-    const std::int64_t left = rows - r;
-    if (left >= 4) pass(r, std::integral_constant<int, 4>()), r += 4;
-    else if (left >= 2) pass(r, std::integral_constant<int, 2>()), r += 2;
-    else pass(r, std::integral_constant<int, 1>()), r += 1;
-  }
-}
-
-// The rows' views for keys up to t1 (q rows and the output go by the same
-// position and head); returns the end of the keys any row sees.
-static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
-  const std::int64_t t_end = visible_keys_end(a, t1);
-  for (std::int64_t r = 0; r < a.rows; ++r) {
-    const std::int64_t pos = r / a.group;
-    view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
-    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
-  }
-  return t_end;
-}
-
-// Row r's query: position r / group, head r % group of the kv head's group.
-static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
-  return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
 }
 
 // One row's online-softmax step over a block of 16 V keys from tb: x holds

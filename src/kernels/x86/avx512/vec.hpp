@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/x86/load1.hpp"
 #include "kernels/x86/prefetch.hpp"
 #include "tessera/core/dtype.hpp"
 
@@ -242,8 +243,6 @@ static inline void add_f64(__m512 v, __m512d& lo, __m512d& hi) {
   hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
 }
 
-static inline const void* advance(const void* p, DType t, std::int64_t n) { return static_cast<const char*>(p) + n * bytes_of(t); }
-static inline void* advance(void* p, DType t, std::int64_t n) { return static_cast<char*>(p) + n * bytes_of(t); }
 
 // In-register transpose: r[i][j] -> r[j][i].
 static inline void transpose16x16(__m512 r[16]) {

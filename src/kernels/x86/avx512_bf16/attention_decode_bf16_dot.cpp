@@ -130,7 +130,7 @@ static void pv_rows(const std::uint16_t* p, const std::int64_t* valid, const voi
 template <int DQ>
 static int pv_ticks(std::int64_t rows) {
   int ticks = 0;
-  for_pv_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 2) * DQ / kChunksPerPass<DQ, pr()>; });
+  for_row_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 2) * DQ / kChunksPerPass<DQ, pr()>; });
   return ticks;
 }
 
@@ -179,7 +179,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       softmax_step<kGroups>(a, view[r], tb, valid[r], x, m[r], l[r], alpha[r]);
       for (int g = 0; g < kGroups; g += 2) _mm512_storeu_si512(pb + r * kBlock + 16 * g, to_bf16x2(x[g], x[g + 1]));
     }
-    for_pv_passes(rows, [&](std::int64_t r, auto pr) {
+    for_row_passes(rows, [&](std::int64_t r, auto pr) {
       pv_rows<DQ, pr()>(pb + r * kBlock, valid + r, block.v, alpha + r, o + r * dim, pf);
     });
     pf.issue(0, 1);  // whatever is left

@@ -30,16 +30,10 @@ namespace tessera::kernels::avx512_bf16 {
 
 namespace {
 
-using avx512::decode_views;
 using avx512::finish_rows;
-using avx512::for_pv_passes;
 using avx512::kDecodeKeys;  // keys per score vector
-using avx512::kMaxRows;
-using avx512::q_row;
-using avx512::RowView;
 using avx512::score_block;
 using avx512::softmax_step;
-using avx512::start_block;
 
 // Row r of q (scaled by a.scale) as int8 steps of qscale[r], W8A8's row
 // scale (w8a8_row_scale: max|q| / 127; NaN for a row holding NaN or Inf, so
@@ -51,7 +45,7 @@ static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, 
   __m512 absmax = _mm512_setzero_ps();
   __mmask16 finite = 0xffff;
   for (std::int64_t d = 0; d < dim; d += 16) {
-    const __m512 v = _mm512_mul_ps(scale, avx512::load16(avx512::advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
+    const __m512 v = _mm512_mul_ps(scale, avx512::load16(advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
     finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), _mm512_setzero_ps(), _CMP_EQ_OQ);  // v - v is 0 unless NaN or Inf
     absmax = _mm512_max_ps(absmax, _mm512_abs_ps(v));
   }
@@ -59,7 +53,7 @@ static void quantize_q(const AttentionArgs& a, std::int64_t r, std::int8_t* q8, 
   const __m512 inv = _mm512_set1_ps(1.0f / qscale);  // NaN: the clamp below turns its steps to -127, unused
   __m512i sum = _mm512_setzero_si512();
   for (std::int64_t d = 0; d < dim; d += 16) {
-    const __m512 v = _mm512_mul_ps(scale, avx512::load16(avx512::advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
+    const __m512 v = _mm512_mul_ps(scale, avx512::load16(advance(src, a.q_dtype, d), a.q_dtype, 0xffff));
     const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q8 + d), _mm512_cvtsepi32_epi8(q));
     sum = _mm512_add_epi32(sum, q);
@@ -159,7 +153,7 @@ static void pv_rows(const std::uint8_t* pq, std::int64_t quads, const void* cons
 template <int DQ>
 static int pv_ticks(std::int64_t rows) {
   int ticks = 0;
-  for_pv_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 8) * DQ / kChunksPerPass<DQ, pr()>; });
+  for_row_passes(rows, [&](std::int64_t, auto pr) { ticks += int(kBlock / 8) * DQ / kChunksPerPass<DQ, pr()>; });
   return ticks;
 }
 
@@ -224,7 +218,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
                         _mm512_cvtusepi32_epi8(_mm512_cvtps_epu32(_mm512_mul_ps(x[g], to_steps))));
       if (adds) quads = std::max(quads, (valid[r] + 3) / 4);
     }
-    for_pv_passes(rows, [&](std::int64_t r, auto pr) {
+    for_row_passes(rows, [&](std::int64_t r, auto pr) {
       pv_rows<DQ, pr()>(pq + r * kBlock, quads, block.v, alpha + r, pscale + r, o + r * dim, pf);
     });
     pf.issue(0, 1);  // whatever is left

@@ -1,0 +1,221 @@
+// Decode attention on AVX2 + FMA: a few query rows (positions × the query
+// heads of one kv head, at most 16) against a long run of keys, where the
+// kernel must keep up with memory. The plan of the AVX-512 decode kernel
+// (avx512/attention_decode.cpp) on 16 registers of 8 lanes, where q no
+// longer fits in registers (16 of them at D = 128). Per block of 16 keys,
+// in passes of up to 4 rows:
+//   1. scores: dot products of q, read from L1 as the FMAs' operands, with
+//      each key row read in place: 8 accumulators (rows × keys), each key's
+//      16 features loaded (and converted) once for the pass's rows, summed
+//      across lanes by a tree of hadds;
+//   2. the online softmax per row (attention_common.hpp; int8: the scores
+//      times the keys' scales first, the probabilities times the values'
+//      scales after);
+//   3. O = alpha O + P V, 16 to 64 features of the pass's rows in registers
+//      across the block's keys, each V vector loaded once.
+// f32 rows are read as stored, bf16 in their own even/odd order (vec.hpp,
+// load16_unordered; q permuted to match, the sums back at the end), int8
+// widened in registers. Against the flash kernel this drops the transpose of
+// K into f32 and the copy of V, which took most of its time on decode shapes
+// (K and V in L3, ~100 ns per key and kv head at 4 rows).
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/scratch.hpp"
+#include "kernels/x86/avx2/attention_common.hpp"
+
+namespace tessera::kernels::avx2 {
+
+namespace {
+
+constexpr std::int64_t kKeys = 16;  // keys per block: two vectors of scores
+
+// Features 16 u .. 16 u + 15 of a key or value row of storage type T as
+// f32 in T's order (bf16: the evens, then the odds); int8 unscaled.
+template <DType T>
+static inline Pair load_unit(const void* row, std::int64_t u) {
+  if constexpr (T == DType::i8) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(row) + 16 * u));
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x)))};
+  } else {
+    return load16_unordered(advance(row, T, 16 * u), T);
+  }
+}
+
+// Keys per score call of R rows: R × KP = 8 accumulators, KP even (pairs of keys share a hadd).
+template <int R>
+constexpr int kScoreKeys = R == 1 ? 8 : R == 2 ? 4 : 2;
+
+// Dot products of R rows of q (dim apart, in T's order) with KP keys, over
+// `units` 16-feature units. Leaves per row i and pair j of keys the hadd of
+// their accumulators in pairs[i kKeys / 2 + j], which sum_pairs8 completes.
+template <int R, int KP, DType T>
+static inline void score_keys(const float* q, std::int64_t dim, std::int64_t units, const void* const* krow, __m256* pairs) {
+  __m256 acc[R][KP];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < KP; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (std::int64_t u = 0; u < units; ++u)
+    for (int j = 0; j < KP; ++j) {
+      const Pair k = load_unit<T>(krow[j], u);
+      for (int i = 0; i < R; ++i) {
+        const float* qi = q + i * dim + 16 * u;
+        acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(qi), k.lo, acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(qi + 8), k.hi, acc[i][j]);
+      }
+    }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < KP; j += 2) pairs[i * (kKeys / 2) + j / 2] = _mm256_hadd_ps(acc[i][j], acc[i][j + 1]);
+}
+
+// Four pairs of score_keys (keys 0-1, .., 6-7) into the 8 keys' whole sums.
+static inline __m256 sum_pairs8(const __m256* x) {
+  const __m256 y0 = _mm256_hadd_ps(x[0], x[1]), y1 = _mm256_hadd_ps(x[2], x[3]);  // keys 0-3, 4-7; each 128-bit half's sums
+  return _mm256_add_ps(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));
+}
+
+// The scores of R rows for the block's keys, into s (rows kKeys apart); a
+// prefetch tick per call of score_keys.
+template <int R, DType T, class Prefetch>
+static void score_pass(const float* q, std::int64_t dim, std::int64_t units, const void* const* krow, float* s, Prefetch& pf) {
+  constexpr int KP = kScoreKeys<R>;
+  __m256 pairs[R * kKeys / 2];
+  for (int c = 0; c < kKeys; c += KP) {
+    score_keys<R, KP, T>(q, dim, units, krow + c, pairs + c / 2);
+    pf.tick();
+  }
+  for (int i = 0; i < R; ++i) {
+    _mm256_store_ps(s + i * kKeys, sum_pairs8(pairs + i * (kKeys / 2)));
+    _mm256_store_ps(s + i * kKeys + 8, sum_pairs8(pairs + i * (kKeys / 2) + 4));
+  }
+}
+
+// o[R rows][16 U features from unit u] = alpha o + Σ_t p[t] V_t over the
+// first `keys` keys (p: rows kKeys apart), the sums in registers.
+template <int R, int U, DType T>
+static inline void pv_units(const float* p, const float* alpha, float* o, std::int64_t dim, const void* const* vrow,
+                            std::int64_t keys, std::int64_t u) {
+  __m256 acc[R][2 * U];
+  for (int i = 0; i < R; ++i) {
+    const __m256 al = _mm256_broadcast_ss(alpha + i);
+    for (int w = 0; w < 2 * U; ++w) acc[i][w] = _mm256_mul_ps(al, _mm256_loadu_ps(o + i * dim + 16 * u + 8 * w));
+  }
+  for (std::int64_t t = 0; t < keys; ++t) {
+    __m256 b[R];
+    for (int i = 0; i < R; ++i) b[i] = _mm256_broadcast_ss(p + i * kKeys + t);
+    for (int w = 0; w < U; ++w) {
+      const Pair v = load_unit<T>(vrow[t], u + w);
+      for (int i = 0; i < R; ++i) {
+        acc[i][2 * w] = _mm256_fmadd_ps(b[i], v.lo, acc[i][2 * w]);
+        acc[i][2 * w + 1] = _mm256_fmadd_ps(b[i], v.hi, acc[i][2 * w + 1]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int w = 0; w < 2 * U; ++w) _mm256_storeu_ps(o + i * dim + 16 * u + 8 * w, acc[i][w]);
+}
+
+// Units per P V call of R rows: 8 accumulators.
+template <int R>
+constexpr int kPvUnits = 4 / R;
+
+// O = alpha O + P V for R rows, a prefetch tick per call of pv_units.
+template <int R, DType T, class Prefetch>
+static void pv_pass(const float* p, const float* alpha, float* o, std::int64_t dim, std::int64_t units, const void* const* vrow,
+                    std::int64_t keys, Prefetch& pf) {
+  constexpr int U = kPvUnits<R>;
+  std::int64_t u = 0;
+  for (; u + U <= units; u += U) pv_units<R, U, T>(p, alpha, o, dim, vrow, keys, u), pf.tick();
+  for (; u < units; ++u) pv_units<R, 1, T>(p, alpha, o, dim, vrow, keys, u), pf.tick();
+}
+
+// s[0 : 16] *= scale[0 : 16] (int8's per-token scales).
+static inline void scale16(float* s, const float* scale) {
+  for (int h = 0; h < 16; h += 8) _mm256_store_ps(s + h, _mm256_mul_ps(_mm256_load_ps(s + h), _mm256_load_ps(scale + h)));
+}
+
+template <DType T>
+static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  const std::int64_t dim = a.head_dim, units = dim / 16, rows = a.rows;
+  RowView view[kMaxRows];
+  const std::int64_t t_end = decode_views(a, t1, view);
+
+  // Row state (q scaled, in T's order; o sums; scores and probabilities; m,
+  // l, alpha and the block's row sums, kMaxRows each) and a zero row for the
+  // keys past the last block's end. Every part a whole number of vectors.
+  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (2 * rows * dim + rows * kKeys + 4 * kMaxRows + dim)));
+  float* o = q + rows * dim;
+  float* s = o + rows * dim;
+  float* m = s + rows * kKeys;
+  float* l = m + kMaxRows;
+  float* alpha = l + kMaxRows;
+  float* row_sum = alpha + kMaxRows;
+  float* zero = row_sum + kMaxRows;
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* qr = q + r * dim;
+    for (std::int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(qr + d, _mm256_mul_ps(scale, load8(advance(q_row(a, r), a.q_dtype, d), a.q_dtype)));
+    if constexpr (T == DType::bf16)
+      for (std::int64_t d = 0; d < dim; d += 16) {
+        float in_order[16];
+        std::copy(qr + d, qr + d + 16, in_order);
+        to_bf16_order16(in_order, qr + d);
+      }
+  }
+  std::fill(o, o + rows * dim, 0.0f);
+  std::fill(m, m + kMaxRows, kNegInf);
+  std::fill(l, zero + dim, 0.0f);  // l, alpha, row_sum, zero
+
+  // Prefetch ticks per block: score_keys and pv_units calls.
+  int ticks = 0;
+  for_row_passes(rows, [&](std::int64_t, auto pr) {
+    ticks += int(kKeys / kScoreKeys<pr()> + units / kPvUnits<pr()> + units % kPvUnits<pr()>);
+  });
+  KvRows<kKeys> block;
+  Prefetcher<0, kKeys> pf(a.prefetch_l1);
+  pf.row_bytes = dim * bytes_of(T);
+  std::int64_t valid[kMaxRows];
+  for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
+    const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
+    pf.pace(ticks);
+    alignas(32) float ks[kKeys] = {}, vs[kKeys] = {};
+    if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);
+
+    // 1-2. Scores, then the online softmax row by row; alpha holds the old
+    //      max until every row has its new one.
+    for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<pr(), T>(q + r * dim, dim, units, block.k, s + r * kKeys, pf); });
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* sr = s + r * kKeys;
+      if constexpr (T == DType::i8) scale16(sr, ks);
+      alpha[r] = m[r];
+      row_sum[r] = softmax_row(a, sr, 2, valid[r], mask_row(a, r, tb), m[r]);
+      if constexpr (T == DType::i8) scale16(sr, vs);
+    }
+    for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
+
+    // 3. O = alpha O + P V, over the keys a pass's last row sees (p is 0 past a row's own).
+    for_row_passes(rows, [&](std::int64_t r, auto pr) {
+      const std::int64_t keys = *std::max_element(valid + r, valid + r + pr());
+      if (keys > 0) pv_pass<pr(), T>(s + r * kKeys, alpha + r, o + r * dim, dim, units, block.v, keys, pf);
+    });
+    pf.issue(0, 1);  // whatever is left
+  }
+  if constexpr (T == DType::bf16)  // the sums back in order
+    for (std::int64_t d = 0; d < rows * dim; d += 16) {
+      float split[16];
+      std::copy(o + d, o + d + 16, split);
+      from_bf16_order16(split, o + d);
+    }
+  finish_rows(a, out, o, dim, m, l);
+}
+
+}  // namespace
+
+void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  switch (a.kv.dtype) {
+    case DType::bf16: return decode<DType::bf16>(a, t0, t1, out);
+    case DType::i8: return decode<DType::i8>(a, t0, t1, out);
+    default: return decode<DType::f32>(a, t0, t1, out);
+  }
+}
+
+}  // namespace tessera::kernels::avx2
