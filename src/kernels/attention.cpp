@@ -14,25 +14,20 @@ bool simd_supported(const AttentionProblem& p) {
 }
 // Decode shape: few query positions, keys that may be split across cores.
 bool decode_shape(const AttentionProblem& p) { return p.positions <= 8 && p.split_allowed; }
-// The decode kernels keep the state of up to 16 rows (positions × group);
-// other decode shapes take the flash kernels, split like decode.
-bool decode_rows(const AttentionProblem& p) { return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16; }
-
-// The AVX-512 decode kernel keeps q in registers: the common head dims (each
-// is a separate instantiation).
-bool decode_avx512(const AttentionProblem& p) {
+// The decode kernels keep the state of up to 16 rows (positions × group)
+// and are compiled for the common head dims (AVX-512 keeps q in registers;
+// both unroll their loops and prefetches by the row's size). Other decode
+// shapes take the flash kernels, split like decode.
+bool decode_head_dims(const AttentionProblem& p) {
   const std::int64_t d = p.head_dim;
-  return decode_rows(p) && (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
+  return simd_supported(p) && decode_shape(p) && p.positions * p.group <= 16 &&
+         (d == 64 || d == 80 || d == 96 || d == 128 || d == 256);
 }
-
-// The AVX2 decode kernel reads q from L1 and K and V rows in place, 16
-// features at a time: head dims of whole 16s.
-bool decode_avx2(const AttentionProblem& p) { return decode_rows(p) && p.head_dim % 16 == 0; }
 
 // int8 KV in integer dot products (avx512_bf16 level: VNNI): q quantized
 // per row, P per block; the decode row's head dims of whole 64-byte rows.
 bool decode_vnni(const AttentionProblem& p) {
-  return decode_avx512(p) && p.kv == DType::i8 && p.head_dim % 64 == 0;
+  return decode_head_dims(p) && p.kv == DType::i8 && p.head_dim % 64 == 0;
 }
 
 // bf16 q and KV in bf16 dot products (avx512_bf16 level), head dims of
@@ -42,7 +37,7 @@ bool decode_vnni(const AttentionProblem& p) {
 // bf16 kv4096, 8 kv heads, 1 thread, alternating: 0.90 against 0.97 ms; 2
 // threads even), though from L3 it takes 1.8x as long.
 bool decode_bf16_dot(const AttentionProblem& p) {
-  return decode_avx512(p) && p.q == DType::bf16 && p.kv == DType::bf16 && p.head_dim % 32 == 0;
+  return decode_head_dims(p) && p.q == DType::bf16 && p.kv == DType::bf16 && p.head_dim % 32 == 0;
 }
 
 // q rounded to bf16 by the flash kernels: bf16 q, or f32 q under
@@ -118,11 +113,11 @@ std::span<const KernelRow<AttentionFamily>> rows(AttentionFamily) {
   static const KernelRow<AttentionFamily> kRows[] = {
       {"attention_decode_vnni", hw::Isa::avx512_bf16, decode_vnni, decode_tiling, avx512_bf16::attention_decode_vnni},
       {"attention_decode_bf16_dot", hw::Isa::avx512_bf16, decode_bf16_dot, decode_tiling, avx512_bf16::attention_decode_bf16_dot},
-      {"attention_decode_avx512", hw::Isa::avx512, decode_avx512, decode_tiling, avx512::attention_decode},
+      {"attention_decode_avx512", hw::Isa::avx512, decode_head_dims, decode_tiling, avx512::attention_decode},
       {"flash_attention_bf16_amx", hw::Isa::amx, bf16_qkv_tiles, bf16_or_split_tiling, amx::flash_attention_bf16},
       {"flash_attention_bf16_dot", hw::Isa::avx512_bf16, bf16_qkv, bf16_or_split_tiling, avx512_bf16::flash_attention_bf16_dot},
       {"flash_attention_avx512", hw::Isa::avx512, simd_supported, flash_or_split_tiling, avx512::flash_attention},
-      {"attention_decode_avx2", hw::Isa::avx2, decode_avx2, decode_tiling, avx2::attention_decode},
+      {"attention_decode_avx2", hw::Isa::avx2, decode_head_dims, decode_tiling, avx2::attention_decode},
       {"flash_attention_avx2", hw::Isa::avx2, simd_supported, flash_or_split_tiling, avx2::flash_attention},
       {"attention_decode_ref", hw::Isa::scalar, decode_shape, decode_tiling, ref::attention},
       {"flash_attention_ref", hw::Isa::scalar, supports_all, flash_tiling, ref::attention},

@@ -28,7 +28,11 @@ namespace tessera::kernels::avx2 {
 
 namespace {
 
-constexpr std::int64_t kKeys = 16;  // keys per block: two vectors of scores
+// Keys per block. 32 were faster from the L2 (7 %) but slower cold, where
+// a block's rows and the next block's, prefetched meanwhile, outgrow a 32
+// KiB L1 (bench attention decode_b1_kv4096 f32, AMD EPYC, Zen 2,
+// alternating, 3 rounds, 1 / 2 threads: 3.06 / 1.71 -> 3.72 / 2.05 ms).
+constexpr std::int64_t kKeys = 16;
 
 // Features 16 u .. 16 u + 15 of a key or value row of storage type T as
 // f32 in T's order (bf16: the evens, then the odds); int8 unscaled.
@@ -49,12 +53,13 @@ constexpr int kScoreKeys = R == 1 ? 8 : R == 2 ? 4 : 2;
 // Dot products of R rows of q (dim apart, in T's order) with KP keys, over
 // `units` 16-feature units. Leaves per row i and pair j of keys the hadd of
 // their accumulators in pairs[i kKeys / 2 + j], which sum_pairs8 completes.
-template <int R, int KP, DType T>
-static inline void score_keys(const float* q, std::int64_t dim, std::int64_t units, const void* const* krow, __m256* pairs) {
+template <int NU, int R, int KP, DType T>
+static inline void score_keys(const float* q, const void* const* krow, __m256* pairs) {
+  constexpr std::int64_t dim = 16 * NU;
   __m256 acc[R][KP];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < KP; ++j) acc[i][j] = _mm256_setzero_ps();
-  for (std::int64_t u = 0; u < units; ++u)
+  for (int u = 0; u < NU; ++u)
     for (int j = 0; j < KP; ++j) {
       const Pair k = load_unit<T>(krow[j], u);
       for (int i = 0; i < R; ++i) {
@@ -75,25 +80,23 @@ static inline __m256 sum_pairs8(const __m256* x) {
 
 // The scores of R rows for the block's keys, into s (rows kKeys apart); a
 // prefetch tick per call of score_keys.
-template <int R, DType T, class Prefetch>
-static void score_pass(const float* q, std::int64_t dim, std::int64_t units, const void* const* krow, float* s, Prefetch& pf) {
+template <int NU, int R, DType T, class Prefetch>
+static void score_pass(const float* q, const void* const* krow, float* s, Prefetch& pf) {
   constexpr int KP = kScoreKeys<R>;
   __m256 pairs[R * kKeys / 2];
   for (int c = 0; c < kKeys; c += KP) {
-    score_keys<R, KP, T>(q, dim, units, krow + c, pairs + c / 2);
+    score_keys<NU, R, KP, T>(q, krow + c, pairs + c / 2);
     pf.tick();
   }
-  for (int i = 0; i < R; ++i) {
-    _mm256_store_ps(s + i * kKeys, sum_pairs8(pairs + i * (kKeys / 2)));
-    _mm256_store_ps(s + i * kKeys + 8, sum_pairs8(pairs + i * (kKeys / 2) + 4));
-  }
+  for (int i = 0; i < R; ++i)
+    for (int h = 0; h < kKeys; h += 8) _mm256_store_ps(s + i * kKeys + h, sum_pairs8(pairs + i * (kKeys / 2) + h / 2));
 }
 
 // o[R rows][16 U features from unit u] = alpha o + Σ_t p[t] V_t over the
 // first `keys` keys (p: rows kKeys apart), the sums in registers.
-template <int R, int U, DType T>
-static inline void pv_units(const float* p, const float* alpha, float* o, std::int64_t dim, const void* const* vrow,
-                            std::int64_t keys, std::int64_t u) {
+template <int NU, int R, int U, DType T>
+static inline void pv_units(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys, int u) {
+  constexpr std::int64_t dim = 16 * NU;
   __m256 acc[R][2 * U];
   for (int i = 0; i < R; ++i) {
     const __m256 al = _mm256_broadcast_ss(alpha + i);
@@ -119,23 +122,24 @@ template <int R>
 constexpr int kPvUnits = 4 / R;
 
 // O = alpha O + P V for R rows, a prefetch tick per call of pv_units.
-template <int R, DType T, class Prefetch>
-static void pv_pass(const float* p, const float* alpha, float* o, std::int64_t dim, std::int64_t units, const void* const* vrow,
-                    std::int64_t keys, Prefetch& pf) {
+template <int NU, int R, DType T, class Prefetch>
+static void pv_pass(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys, Prefetch& pf) {
   constexpr int U = kPvUnits<R>;
-  std::int64_t u = 0;
-  for (; u + U <= units; u += U) pv_units<R, U, T>(p, alpha, o, dim, vrow, keys, u), pf.tick();
-  for (; u < units; ++u) pv_units<R, 1, T>(p, alpha, o, dim, vrow, keys, u), pf.tick();
+  constexpr int whole = NU / U * U;
+  for (int u = 0; u < whole; u += U) pv_units<NU, R, U, T>(p, alpha, o, vrow, keys, u), pf.tick();
+  if constexpr (whole < NU)
+    for (int u = whole; u < NU; ++u) pv_units<NU, R, 1, T>(p, alpha, o, vrow, keys, u), pf.tick();
 }
 
-// s[0 : 16] *= scale[0 : 16] (int8's per-token scales).
-static inline void scale16(float* s, const float* scale) {
-  for (int h = 0; h < 16; h += 8) _mm256_store_ps(s + h, _mm256_mul_ps(_mm256_load_ps(s + h), _mm256_load_ps(scale + h)));
+// s[0 : kKeys] *= scale[0 : kKeys] (int8's per-token scales).
+static inline void scale_keys(float* s, const float* scale) {
+  for (int h = 0; h < kKeys; h += 8) _mm256_store_ps(s + h, _mm256_mul_ps(_mm256_load_ps(s + h), _mm256_load_ps(scale + h)));
 }
 
-template <DType T>
+template <int NU, DType T>
 static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  const std::int64_t dim = a.head_dim, units = dim / 16, rows = a.rows;
+  constexpr std::int64_t dim = 16 * NU;
+  const std::int64_t rows = a.rows;
   RowView view[kMaxRows];
   const std::int64_t t_end = decode_views(a, t1, view);
 
@@ -168,11 +172,19 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   // Prefetch ticks per block: score_keys and pv_units calls.
   int ticks = 0;
   for_row_passes(rows, [&](std::int64_t, auto pr) {
-    ticks += int(kKeys / kScoreKeys<pr()> + units / kPvUnits<pr()> + units % kPvUnits<pr()>);
+    ticks += int(kKeys / kScoreKeys<pr()> + NU / kPvUnits<pr()> + NU % kPvUnits<pr()>);
   });
   KvRows<kKeys> block;
-  Prefetcher<0, kKeys> pf(a.prefetch_l1);
-  pf.row_bytes = dim * bytes_of(T);
+  // Rows of more than 4 lines prefetched by a loop, their size taken from
+  // the arguments so that the compiler cannot fold it: a burst of 8 lines
+  // (the loop unrolled by a size known at compile time) measured slower,
+  // while rows of 2 and 4 lines gained from it (AMD EPYC, Zen 2, bench
+  // attention decode_b1_kv4096, alternating, 3 rounds, ms at 1 / 2 threads,
+  // burst against loop: f32 2.8 / 1.7 against 2.3 / 1.4, bf16 1.56 / 0.81
+  // against 1.63 / 0.84, int8 1.70 / 0.87 against 1.85 / 0.94).
+  constexpr std::int64_t kRowBytes = dim * bytes_of(T);
+  Prefetcher<kRowBytes <= 256 ? kRowBytes : 0, kKeys> pf(a.prefetch_l1);
+  if constexpr (kRowBytes > 256) pf.row_bytes = a.head_dim * bytes_of(a.kv.dtype);
   std::int64_t valid[kMaxRows];
   for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
@@ -182,20 +194,20 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
 
     // 1-2. Scores, then the online softmax row by row; alpha holds the old
     //      max until every row has its new one.
-    for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<pr(), T>(q + r * dim, dim, units, block.k, s + r * kKeys, pf); });
+    for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<NU, pr(), T>(q + r * dim, block.k, s + r * kKeys, pf); });
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s + r * kKeys;
-      if constexpr (T == DType::i8) scale16(sr, ks);
+      if constexpr (T == DType::i8) scale_keys(sr, ks);
       alpha[r] = m[r];
-      row_sum[r] = softmax_row(a, sr, 2, valid[r], mask_row(a, r, tb), m[r]);
-      if constexpr (T == DType::i8) scale16(sr, vs);
+      row_sum[r] = softmax_row(a, sr, kKeys / 8, valid[r], mask_row(a, r, tb), m[r]);
+      if constexpr (T == DType::i8) scale_keys(sr, vs);
     }
     for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
 
     // 3. O = alpha O + P V, over the keys a pass's last row sees (p is 0 past a row's own).
     for_row_passes(rows, [&](std::int64_t r, auto pr) {
       const std::int64_t keys = *std::max_element(valid + r, valid + r + pr());
-      if (keys > 0) pv_pass<pr(), T>(s + r * kKeys, alpha + r, o + r * dim, dim, units, block.v, keys, pf);
+      if (keys > 0) pv_pass<NU, pr(), T>(s + r * kKeys, alpha + r, o + r * dim, block.v, keys, pf);
     });
     pf.issue(0, 1);  // whatever is left
   }
@@ -208,13 +220,24 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   finish_rows(a, out, o, dim, m, l);
 }
 
+template <int NU>
+static void decode_dtype(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
+  switch (a.kv.dtype) {
+    case DType::bf16: return decode<NU, DType::bf16>(a, t0, t1, out);
+    case DType::i8: return decode<NU, DType::i8>(a, t0, t1, out);
+    default: return decode<NU, DType::f32>(a, t0, t1, out);
+  }
+}
+
 }  // namespace
 
 void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  switch (a.kv.dtype) {
-    case DType::bf16: return decode<DType::bf16>(a, t0, t1, out);
-    case DType::i8: return decode<DType::i8>(a, t0, t1, out);
-    default: return decode<DType::f32>(a, t0, t1, out);
+  switch (a.head_dim) {  // the head dims the row admits (kernels/attention.cpp)
+    case 64: return decode_dtype<4>(a, t0, t1, out);
+    case 80: return decode_dtype<5>(a, t0, t1, out);
+    case 96: return decode_dtype<6>(a, t0, t1, out);
+    case 128: return decode_dtype<8>(a, t0, t1, out);
+    default: return decode_dtype<16>(a, t0, t1, out);
   }
 }
 
