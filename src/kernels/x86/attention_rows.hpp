@@ -201,6 +201,28 @@ static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
   return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
 }
 
+// f(units, type) for a decode row's head dim and KV type, as the decode
+// kernels are compiled: units a std::integral_constant<int, head dim / 16>
+// (the head dims of kernels/attention.cpp's decode_head_dims), type a
+// std::integral_constant<DType, ...> (f32, bf16 or i8).
+template <class F>
+static inline void dispatch_decode(std::int64_t head_dim, DType kv, F&& f) {
+  const auto by_type = [&](auto units) {
+    switch (kv) {
+      case DType::bf16: return f(units, std::integral_constant<DType, DType::bf16>());
+      case DType::i8: return f(units, std::integral_constant<DType, DType::i8>());
+      default: return f(units, std::integral_constant<DType, DType::f32>());
+    }
+  };
+  switch (head_dim) {
+    case 64: return by_type(std::integral_constant<int, 4>());
+    case 80: return by_type(std::integral_constant<int, 5>());
+    case 96: return by_type(std::integral_constant<int, 6>());
+    case 128: return by_type(std::integral_constant<int, 8>());
+    default: return by_type(std::integral_constant<int, 16>());
+  }
+}
+
 // A split-KV piece's state into `out` (set when out.partial_o is): the
 // unnormalized sums o [rows][head dim] (rows `o_stride` apart), each row's
 // running max m and sum l.

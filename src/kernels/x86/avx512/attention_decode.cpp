@@ -214,25 +214,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   finish_rows(a, out, o, a.head_dim, m, l);
 }
 
-template <int NV>
-static void decode_dtype(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  switch (a.kv.dtype) {
-    case DType::bf16: return decode<NV, DType::bf16>(a, t0, t1, out);
-    case DType::i8: return decode<NV, DType::i8>(a, t0, t1, out);
-    default: return decode<NV, DType::f32>(a, t0, t1, out);
-  }
-}
-
 }  // namespace
 
 void attention_decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  switch (a.head_dim) {  // the head dims the row admits (kernels/attention.cpp)
-    case 64: return decode_dtype<4>(a, t0, t1, out);
-    case 80: return decode_dtype<5>(a, t0, t1, out);
-    case 96: return decode_dtype<6>(a, t0, t1, out);
-    case 128: return decode_dtype<8>(a, t0, t1, out);
-    default: return decode_dtype<16>(a, t0, t1, out);
-  }
+  dispatch_decode(a.head_dim, a.kv.dtype, [&](auto units, auto type) { decode<units(), type()>(a, t0, t1, out); });
 }
 
 }  // namespace tessera::kernels::avx512
