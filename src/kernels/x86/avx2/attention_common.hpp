@@ -21,12 +21,6 @@ static inline __m256 load_mask8(const AttentionArgs& a, const void* row, std::in
   return _mm256_load_ps(v);
 }
 
-// Row r's additive mask at key t, or nullptr.
-static inline const void* mask_row(const AttentionArgs& a, std::int64_t r, std::int64_t t) {
-  if (!a.mask) return nullptr;
-  return advance(a.mask, a.mask_dtype, (r / a.group) * a.mask_pos_stride + (r % a.group) * a.mask_head_stride + t * a.mask_key_stride);
-}
-
 // The online softmax's update of 8 rows after a block: alpha = exp(m_old -
 // m_new), 0 for a row's first visible keys (old max -inf) and 1 for a row
 // still empty (both -inf); l = alpha l + row_sum. alpha holds m_old on entry.

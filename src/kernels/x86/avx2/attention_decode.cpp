@@ -157,13 +157,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   const __m256 scale = _mm256_set1_ps(a.scale);
   for (std::int64_t r = 0; r < rows; ++r) {
     float* qr = q + r * dim;
-    for (std::int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(qr + d, _mm256_mul_ps(scale, load8(advance(q_row(a, r), a.q_dtype, d), a.q_dtype)));
+    const void* src = q_row(a, r);
+    for (std::int64_t d = 0; d < dim; d += 8) _mm256_storeu_ps(qr + d, _mm256_mul_ps(scale, load8(advance(src, a.q_dtype, d), a.q_dtype)));
     if constexpr (T == DType::bf16)
-      for (std::int64_t d = 0; d < dim; d += 16) {
-        float in_order[16];
-        std::copy(qr + d, qr + d + 16, in_order);
-        to_bf16_order16(in_order, qr + d);
-      }
+      for (std::int64_t d = 0; d < dim; d += 16) to_bf16_order16(qr + d, qr + d);
   }
   std::fill(o, o + rows * dim, 0.0f);
   std::fill(m, m + kMaxRows, kNegInf);
@@ -199,7 +196,8 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
       float* sr = s + r * kKeys;
       if constexpr (T == DType::i8) scale_keys(sr, ks);
       alpha[r] = m[r];
-      row_sum[r] = softmax_row(a, sr, kKeys / 8, valid[r], mask_row(a, r, tb), m[r]);
+      const void* mask = view[r].mask ? advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride) : nullptr;
+      row_sum[r] = softmax_row(a, sr, kKeys / 8, valid[r], mask, m[r]);
       if constexpr (T == DType::i8) scale_keys(sr, vs);
     }
     for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
@@ -212,11 +210,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     pf.issue(0, 1);  // whatever is left
   }
   if constexpr (T == DType::bf16)  // the sums back in order
-    for (std::int64_t d = 0; d < rows * dim; d += 16) {
-      float split[16];
-      std::copy(o + d, o + d + 16, split);
-      from_bf16_order16(split, o + d);
-    }
+    for (std::int64_t d = 0; d < rows * dim; d += 16) from_bf16_order16(o + d, o + d);
   finish_rows(a, out, o, dim, m, l);
 }
 

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/norm.hpp"
@@ -60,11 +59,7 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
     store8_n(out + c, DType::f32, p ? load8_n(advance(p, t, c), t, k) : _mm256_set1_ps(absent), k);
   }
   if (bf16_order)
-    for (std::int64_t c = 0; c + 16 <= n; c += 16) {
-      float in_order[16];
-      std::memcpy(in_order, out + c, sizeof in_order);
-      to_bf16_order16(in_order, out + c);
-    }
+    for (std::int64_t c = 0; c + 16 <= n; c += 16) to_bf16_order16(out + c, out + c);
   return out;
 }
 

@@ -102,12 +102,16 @@ static inline Pair load16_unordered(const void* p, DType t) {
 
 // 16 f32 values `in` order into load16_unordered's bf16 order (the evens,
 // then the odds), and back: for the operands kept as f32 beside bf16 data
-// (scales, weights, sums), once per call.
+// (scales, weights, sums), once per call. out may be in.
 static inline void to_bf16_order16(const float* in, float* out) {
-  for (int j = 0; j < 8; ++j) out[j] = in[2 * j], out[8 + j] = in[2 * j + 1];
+  float x[16];
+  std::memcpy(x, in, sizeof x);
+  for (int j = 0; j < 8; ++j) out[j] = x[2 * j], out[8 + j] = x[2 * j + 1];
 }
 static inline void from_bf16_order16(const float* in, float* out) {
-  for (int j = 0; j < 8; ++j) out[2 * j] = in[j], out[2 * j + 1] = in[8 + j];
+  float x[16];
+  std::memcpy(x, in, sizeof x);
+  for (int j = 0; j < 8; ++j) out[2 * j] = x[j], out[2 * j + 1] = x[8 + j];
 }
 
 // Stores v as bf16 in load16_unordered's order (with `stream` and aligned,
