@@ -56,6 +56,10 @@ struct AttentionArgs {
   std::int64_t causal_offset;  // position p of the unit sees keys t <= p + causal_offset
   KvSource kv;
   bool prefetch_l1 = false;  // the tiling's: the decode kernels prefetch into L1, not L2
+  // The rows of q of the task run after this one (same strides), or none:
+  // requested during this one's last block.
+  const void* next_q = nullptr;
+  std::int64_t next_rows = 0;
 };
 
 struct AttentionOutput {

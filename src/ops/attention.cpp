@@ -77,6 +77,10 @@ void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector
     Task t{a, u.out, 0, u.kv_len};
     t.args.rows = (p1 - p0) * a.group;
     t.args.q = at(a.q, a.q_dtype, p0 * a.q_pos_stride);
+    if (b > 0) {  // the next task: the block before, whole
+      t.args.next_q = at(a.q, a.q_dtype, (p0 - block) * a.q_pos_stride);
+      t.args.next_rows = block * a.group;
+    }
     if (a.mask) t.args.mask = at(a.mask, a.mask_dtype, p0 * a.mask_pos_stride);
     t.args.causal_offset = a.causal_offset + p0;
     t.out.o = at(u.out.o, u.out.o_dtype, p0 * u.out.o_pos_stride);

@@ -10,6 +10,7 @@
 #include "kernels/x86/attention_rows.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 #include "kernels/x86/load1.hpp"
+#include "kernels/x86/prefetch.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -73,22 +74,27 @@ static inline float softmax_row(const AttentionArgs& a, float* sr, std::int64_t 
 }
 
 // The unit's result from its row state: o sums [rows][dim], running max m and sum l.
+// Row r of the final output.
+static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
+  return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
+}
+
+// Requests row r of the final output (none for a split piece) ahead of
+// finish_rows: the rows are a position apart, out of the hardware
+// prefetcher's sight, and requested 4 rows ahead within finish_rows their
+// misses stalled it.
+__attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
+  if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, r), a.head_dim * bytes_of(out.o_dtype));
+}
+
 static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t dim, const float* m,
                         const float* l) {
   if (out.partial_o) return store_partial(a, out, o, dim, m, l);
-  const std::int64_t rows = a.rows, head_dim = a.head_dim;
-  // Output rows are a position apart, out of the hardware prefetcher's
-  // sight: requested 4 rows ahead (as the AVX-512 kernels).
-  const std::int64_t row_bytes = head_dim * bytes_of(out.o_dtype);
-  const auto out_row = [&](std::int64_t r) {
-    return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
-  };
-  for (std::int64_t r = 0; r < rows; ++r) {
-    if (r + 4 < rows)
-      for (std::int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(out_row(r + 4) + b, _MM_HINT_T0);
+  const std::int64_t head_dim = a.head_dim;
+  for (std::int64_t r = 0; r < a.rows; ++r) {
     const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
     const __m256 inv = _mm256_set1_ps(empty ? 0.0f : 1.0f / l[r]);
-    char* orow = out_row(r);
+    char* orow = out_row(a, out, r);
     for (std::int64_t d = 0; d < head_dim; d += 8)
       store8_n(advance(orow, out.o_dtype, d), out.o_dtype, _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
     if (out.lse)
