@@ -72,7 +72,7 @@ static void amx_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t, std
       for (std::int64_t j = 0; j < panels; ++j) {
         float* c = part + ((m / 32) * panels + j) * 4 * tile_floats;
         const std::int64_t rows = std::min<std::int64_t>(32, (m1 - m0) - m);
-        if (last && rows > 0) avx512::prefetch_epilogue(p, rows, m0 + m, n0 + j * kPanelCols);
+        if (last && rows > 0) prefetch_epilogue(p, rows, m0 + m, n0 + j * kPanelCols);
         if (p.k > 0) {
           if (first) {
             _tile_zero(0);

@@ -4,6 +4,7 @@
 #include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/epilogue.hpp"
 #include "kernels/x86/avx2/matmul_pack.hpp"
+#include "kernels/x86/epilogue_prefetch.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -75,6 +76,7 @@ void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std
       for (std::int64_t m = m0; m < m1; m += kMr) {
         const std::int64_t mr = std::min(kMr, m1 - m);
         float* tile = part + (m - m0) * ldp + (n - n0);
+        if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
         kMicroTiles[mr](kc, a_pack + (m - m0) * kc, panel, tile, ldp, k0 == 0);
         if (k0 + kc == p.k) epilogue_tile32(p, tile, ldp, mr, m, n, n1);
       }

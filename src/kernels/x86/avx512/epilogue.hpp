@@ -4,6 +4,7 @@
 // and AMX matmul kernels and the AVX-512 depthwise conv (static: see vec.hpp).
 #include "kernels/matmul.hpp"
 #include "kernels/x86/avx512/activation.hpp"
+#include "kernels/x86/epilogue_prefetch.hpp"
 
 namespace tessera::kernels::avx512 {
 
@@ -24,20 +25,6 @@ static inline void epilogue16(const MatmulArgs& a, __m512 acc, std::int64_t m, s
   const EpilogueArgs& e = a.ep;
   const void* residual = e.residual ? advance(e.residual, e.residual_dtype, residual_row_offset(a, m) + n) : nullptr;
   store16(advance(a.c, a.c_dtype, c_row_offset(a, m) + n), a.c_dtype, epilogue_value16(e, acc, n, residual, mask), mask);
-}
-
-// Asks for the lines the epilogue of rows [m, m + rows) x columns [n, n + 32)
-// will touch: rows of C and of the residual are a matrix row apart, too far
-// for the hardware prefetcher, so issued while the tile is still computing.
-__attribute__((always_inline)) static inline void prefetch_epilogue(const MatmulArgs& a, std::int64_t rows, std::int64_t m, std::int64_t n) {
-  const std::int64_t c_bytes = 32 * bytes_of(a.c_dtype), r_bytes = 32 * bytes_of(a.ep.residual_dtype);
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const char* c = static_cast<const char*>(advance(static_cast<const void*>(a.c), a.c_dtype, c_row_offset(a, m + i) + n));
-    for (std::int64_t b = 0; b < c_bytes; b += 64) _mm_prefetch(c + b, _MM_HINT_T1);
-    if (!a.ep.residual) continue;
-    const char* r = static_cast<const char*>(advance(a.ep.residual, a.ep.residual_dtype, residual_row_offset(a, m + i) + n));
-    for (std::int64_t b = 0; b < r_bytes; b += 64) _mm_prefetch(r + b, _MM_HINT_T1);
-  }
 }
 
 // Rows [m, m + rows) x columns [n, n + 32) of C (masked past n_end) from
