@@ -214,6 +214,40 @@ TEST_P(ResizeTest, OnePixelInAndOut) {
     }
 }
 
+// The streaming-store paths run only past the L3, so the rows are called
+// directly: stream_y on against off, x2 along both axes, for pixels of one
+// element (NCHW) and of several (NHWC; 40 f32 channels fill whole lines).
+TEST_P(ResizeTest, StreamingRowsMatchPlainStores) {
+  constexpr std::int64_t h = 5, w = 7, ho = 10, wo = 14;
+  const auto table = [](std::int64_t in, std::int64_t out, std::vector<std::int32_t>& i0, std::vector<std::int32_t>& i1,
+                        std::vector<float>& w0, std::vector<float>& w1) {
+    for (std::int64_t o = 0; o < (out + kernels::kResizeTableAlign - 1) / kernels::kResizeTableAlign * kernels::kResizeTableAlign; ++o) {
+      const kernels::LinearTaps t = kernels::resize_linear_taps(std::min(o, out - 1), in, out, CoordinateMode::half_pixel);
+      i0.push_back(std::int32_t(t.i0)), i1.push_back(std::int32_t(t.i1)), w0.push_back(t.w0), w1.push_back(t.w1);
+    }
+    return kernels::ResizeTable{i0.data(), i1.data(), w0.data(), w1.data()};
+  };
+  std::vector<std::int32_t> ri0, ri1, ci0, ci1;
+  std::vector<float> rw0, rw1, cw0, cw1;
+  const kernels::ResizeTable rows = table(h, ho, ri0, ri1, rw0, rw1), cols = table(w, wo, ci0, ci1, cw0, cw1);
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool bilinear : {false, true})
+      for (std::int64_t channels : {1L, 3L, 40L}) {
+        SCOPED_TRACE(fmt::format("{} bilinear={} channels={}", to_string(dt), bilinear, channels));
+        Tensor x = random_tensor(dt, {h, w, channels}, 8);
+        Tensor y = zeros(dt, {ho, wo, channels}), plain = zeros(dt, {ho, wo, channels});
+        kernels::ResizeArgs args{dt, bilinear, w, wo, channels, x.data(), w * channels, channels, 1,
+                                 y.data(), wo * channels, channels, 1, rows, cols, true};
+        const kernels::RowProblem problem{dt, dt, dt, ho, wo * channels, true};
+        const auto* row = kernels::select<kernels::ResizeFamily>(problem, GetParam());
+        row->run(args, 0, ho);
+        args.y = plain.data();
+        args.stream_y = false;
+        row->run(args, 0, ho);
+        EXPECT_TRUE(identical(y, plain)) << row->name;
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, ResizeTest, ::testing::ValuesIn(isa_levels()), isa_name);
 
 // The mapping the kernels' tables (and a conv reading a resized input) use.

@@ -1,5 +1,3 @@
-#include <cstring>
-
 #include "core/element.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/x86/avx2/vec.hpp"
@@ -20,22 +18,7 @@ void embedding(const EmbeddingArgs& a, std::int64_t i0, std::int64_t i1) {
   for (std::int64_t i = i0; i < i1; ++i) {
     const char* next = i + 1 < i1 ? row(i + 1) : src;
     char* dst = static_cast<char*>(a.out) + i * a.out_row_stride * elt;
-    const bool stream = a.stream_out && (reinterpret_cast<std::uintptr_t>(dst) & 31) == 0;
-    const auto copy32 = [&](std::int64_t b) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b));
-      if (stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b), v);
-      else _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b), v);
-    };
-    std::int64_t b = 0;
-    for (; b + 64 <= bytes; b += 64) {
-      _mm_prefetch(next + b, _MM_HINT_T0);
-      copy32(b);
-      copy32(b + 32);
-    }
-    if (b < bytes) {
-      _mm_prefetch(next + b, _MM_HINT_T0);
-      std::memcpy(dst + b, src + b, std::size_t(bytes - b));
-    }
+    copy_bytes(dst, src, bytes, a.stream_out, [&](std::int64_t b) { _mm_prefetch(next + b, _MM_HINT_T0); });
     src = next;
   }
   if (a.stream_out) _mm_sfence();

@@ -82,6 +82,29 @@ static inline void put8_n(void* p, DType t, __m256 v, std::int64_t n, bool strea
   }
 }
 
+// `bytes` from src to dst as they are, 32 at a time (the tail by memcpy),
+// by streaming stores when `stream` and dst is 32-byte aligned; before each
+// 64 bytes, each64(offset) (e.g. prefetching the next source).
+template <class Each64>
+static inline void copy_bytes(char* dst, const char* src, std::int64_t bytes, bool stream, Each64&& each64) {
+  stream = stream && (reinterpret_cast<std::uintptr_t>(dst) & 31) == 0;
+  const auto copy32 = [&](std::int64_t b) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + b));
+    if (stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b), v);
+    else _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b), v);
+  };
+  std::int64_t b = 0;
+  for (; b + 64 <= bytes; b += 64) {
+    each64(b);
+    copy32(b);
+    copy32(b + 32);
+  }
+  if (b < bytes) {
+    each64(b);
+    std::memcpy(dst + b, src + b, std::size_t(bytes - b));
+  }
+}
+
 // 16 elements as two vectors, in an order of the storage type's own that
 // put16_unordered undoes: f32 and f16 in order (lo: 0-7, hi: 8-15); bf16 the
 // even elements in lo and the odd in hi, from one 32-byte load by one shift
