@@ -31,8 +31,14 @@ namespace {
 // Keys per block. 32 were faster from the L2 (7 %) but slower cold, where
 // a block's rows and the next block's, prefetched meanwhile, outgrow a 32
 // KiB L1 (bench attention decode_b1_kv4096 f32, AMD EPYC, Zen 2,
-// alternating, 3 rounds, 1 / 2 threads: 3.06 / 1.71 -> 3.72 / 2.05 ms).
-constexpr std::int64_t kKeys = 16;
+// alternating, 3 rounds, 1 / 2 threads: 3.06 / 1.71 -> 3.72 / 2.05 ms; bf16
+// 1.64 / 0.83 -> 1.78 / 1.08). int8 rows, 128 bytes at D 128, take 64 keys
+// in 16 KiB: each block's fixed work (gathering and prefetching rows,
+// row maxima and sums, rescaling) spread over 4x the keys (ms, 16 -> 64:
+// decode_b1_kv4096 1.83 / 0.94 -> 1.68 / 0.85, b1_kv16384 7.27 / 3.62 ->
+// 6.62 / 3.52, b8_kv4096 14.4 / 7.36 -> 13.4 / 6.79; 128 within 3 % of 64).
+template <DType T>
+constexpr std::int64_t kKeys = T == DType::i8 ? 64 : 16;
 
 // Features 16 u .. 16 u + 15 of a key or value row of storage type T as
 // f32 in T's order (bf16: the evens, then the odds); int8 unscaled.
@@ -52,7 +58,7 @@ constexpr int kScoreKeys = R == 1 ? 8 : R == 2 ? 4 : 2;
 
 // Dot products of R rows of q (dim apart, in T's order) with KP keys, over
 // `units` 16-feature units. Leaves per row i and pair j of keys the hadd of
-// their accumulators in pairs[i kKeys / 2 + j], which sum_pairs8 completes.
+// their accumulators in pairs[i kKeys<T> / 2 + j], which sum_pairs8 completes.
 template <int NU, int R, int KP, DType T>
 static inline void score_keys(const float* q, const void* const* krow, __m256* pairs) {
   constexpr std::int64_t dim = 16 * NU;
@@ -69,7 +75,7 @@ static inline void score_keys(const float* q, const void* const* krow, __m256* p
       }
     }
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < KP; j += 2) pairs[i * (kKeys / 2) + j / 2] = _mm256_hadd_ps(acc[i][j], acc[i][j + 1]);
+    for (int j = 0; j < KP; j += 2) pairs[i * (kKeys<T> / 2) + j / 2] = _mm256_hadd_ps(acc[i][j], acc[i][j + 1]);
 }
 
 // Four pairs of score_keys (keys 0-1, .., 6-7) into the 8 keys' whole sums.
@@ -78,22 +84,22 @@ static inline __m256 sum_pairs8(const __m256* x) {
   return _mm256_add_ps(_mm256_permute2f128_ps(y0, y1, 0x20), _mm256_permute2f128_ps(y0, y1, 0x31));
 }
 
-// The scores of R rows for the block's keys, into s (rows kKeys apart); a
+// The scores of R rows for the block's keys, into s (rows kKeys<T> apart); a
 // prefetch tick per call of score_keys.
 template <int NU, int R, DType T, class Prefetch>
 static void score_pass(const float* q, const void* const* krow, float* s, Prefetch& pf) {
   constexpr int KP = kScoreKeys<R>;
-  __m256 pairs[R * kKeys / 2];
-  for (int c = 0; c < kKeys; c += KP) {
+  __m256 pairs[R * kKeys<T> / 2];
+  for (int c = 0; c < kKeys<T>; c += KP) {
     score_keys<NU, R, KP, T>(q, krow + c, pairs + c / 2);
     pf.tick();
   }
   for (int i = 0; i < R; ++i)
-    for (int h = 0; h < kKeys; h += 8) _mm256_store_ps(s + i * kKeys + h, sum_pairs8(pairs + i * (kKeys / 2) + h / 2));
+    for (int h = 0; h < kKeys<T>; h += 8) _mm256_store_ps(s + i * kKeys<T> + h, sum_pairs8(pairs + i * (kKeys<T> / 2) + h / 2));
 }
 
 // o[R rows][16 U features from unit u] = alpha o + Σ_t p[t] V_t over the
-// first `keys` keys (p: rows kKeys apart), the sums in registers.
+// first `keys` keys (p: rows kKeys<T> apart), the sums in registers.
 template <int NU, int R, int U, DType T>
 static inline void pv_units(const float* p, const float* alpha, float* o, const void* const* vrow, std::int64_t keys, int u) {
   constexpr std::int64_t dim = 16 * NU;
@@ -104,7 +110,7 @@ static inline void pv_units(const float* p, const float* alpha, float* o, const 
   }
   for (std::int64_t t = 0; t < keys; ++t) {
     __m256 b[R];
-    for (int i = 0; i < R; ++i) b[i] = _mm256_broadcast_ss(p + i * kKeys + t);
+    for (int i = 0; i < R; ++i) b[i] = _mm256_broadcast_ss(p + i * kKeys<T> + t);
     for (int w = 0; w < U; ++w) {
       const Pair v = load_unit<T>(vrow[t], u + w);
       for (int i = 0; i < R; ++i) {
@@ -131,9 +137,10 @@ static void pv_pass(const float* p, const float* alpha, float* o, const void* co
     for (int u = whole; u < NU; ++u) pv_units<NU, R, 1, T>(p, alpha, o, vrow, keys, u), pf.tick();
 }
 
-// s[0 : kKeys] *= scale[0 : kKeys] (int8's per-token scales).
+// s[0 : kKeys<T>] *= scale[0 : kKeys<T>] (int8's per-token scales).
+template <DType T>
 static inline void scale_keys(float* s, const float* scale) {
-  for (int h = 0; h < kKeys; h += 8) _mm256_store_ps(s + h, _mm256_mul_ps(_mm256_load_ps(s + h), _mm256_load_ps(scale + h)));
+  for (int h = 0; h < kKeys<T>; h += 8) _mm256_store_ps(s + h, _mm256_mul_ps(_mm256_load_ps(s + h), _mm256_load_ps(scale + h)));
 }
 
 template <int NU, DType T>
@@ -146,10 +153,10 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   // Row state (q scaled, in T's order; o sums; scores and probabilities; m,
   // l, alpha and the block's row sums, kMaxRows each) and a zero row for the
   // keys past the last block's end. Every part a whole number of vectors.
-  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (2 * rows * dim + rows * kKeys + 4 * kMaxRows + dim)));
+  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (2 * rows * dim + rows * kKeys<T> + 4 * kMaxRows + dim)));
   float* o = q + rows * dim;
   float* s = o + rows * dim;
-  float* m = s + rows * kKeys;
+  float* m = s + rows * kKeys<T>;
   float* l = m + kMaxRows;
   float* alpha = l + kMaxRows;
   float* row_sum = alpha + kMaxRows;
@@ -169,9 +176,9 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   // Prefetch ticks per block: score_keys and pv_units calls.
   int ticks = 0;
   for_row_passes(rows, [&](std::int64_t, auto pr) {
-    ticks += int(kKeys / kScoreKeys<pr()> + NU / kPvUnits<pr()> + NU % kPvUnits<pr()>);
+    ticks += int(kKeys<T> / kScoreKeys<pr()> + NU / kPvUnits<pr()> + NU % kPvUnits<pr()>);
   });
-  KvRows<kKeys> block;
+  KvRows<kKeys<T>> block;
   // Rows of more than 4 lines prefetched by a loop, their size taken from
   // the arguments so that the compiler cannot fold it: a burst of 8 lines
   // (the loop unrolled by a size known at compile time) measured slower,
@@ -180,33 +187,33 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   // burst against loop: f32 2.8 / 1.7 against 2.3 / 1.4, bf16 1.56 / 0.81
   // against 1.63 / 0.84, int8 1.70 / 0.87 against 1.85 / 0.94).
   constexpr std::int64_t kRowBytes = dim * bytes_of(T);
-  Prefetcher<kRowBytes <= 256 ? kRowBytes : 0, kKeys> pf(a.prefetch_l1);
+  Prefetcher<kRowBytes <= 256 ? kRowBytes : 0, kKeys<T>> pf(a.prefetch_l1);
   if constexpr (kRowBytes > 256) pf.row_bytes = a.head_dim * bytes_of(a.kv.dtype);
   std::int64_t valid[kMaxRows];
   for (std::int64_t r = 0; r < rows; ++r) prefetch_out_row(a, out, r);
-  for (std::int64_t tb = t0; tb < t_end; tb += kKeys) {
+  for (std::int64_t tb = t0; tb < t_end; tb += kKeys<T>) {
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
     pf.pace(ticks);
-    alignas(32) float ks[kKeys] = {}, vs[kKeys] = {};
+    alignas(32) float ks[kKeys<T>] = {}, vs[kKeys<T>] = {};
     if constexpr (T == DType::i8) std::copy(block.k_scale, block.k_scale + n, ks), std::copy(block.v_scale, block.v_scale + n, vs);
 
     // 1-2. Scores, then the online softmax row by row; alpha holds the old
     //      max until every row has its new one.
-    for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<NU, pr(), T>(q + r * dim, block.k, s + r * kKeys, pf); });
+    for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<NU, pr(), T>(q + r * dim, block.k, s + r * kKeys<T>, pf); });
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* sr = s + r * kKeys;
-      if constexpr (T == DType::i8) scale_keys(sr, ks);
+      float* sr = s + r * kKeys<T>;
+      if constexpr (T == DType::i8) scale_keys<T>(sr, ks);
       alpha[r] = m[r];
       const void* mask = view[r].mask ? advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride) : nullptr;
-      row_sum[r] = softmax_row(a, sr, kKeys / 8, valid[r], mask, m[r]);
-      if constexpr (T == DType::i8) scale_keys(sr, vs);
+      row_sum[r] = softmax_row(a, sr, kKeys<T> / 8, valid[r], mask, m[r]);
+      if constexpr (T == DType::i8) scale_keys<T>(sr, vs);
     }
     for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
 
     // 3. O = alpha O + P V, over the keys a pass's last row sees (p is 0 past a row's own).
     for_row_passes(rows, [&](std::int64_t r, auto pr) {
       const std::int64_t keys = *std::max_element(valid + r, valid + r + pr());
-      if (keys > 0) pv_pass<NU, pr(), T>(s + r * kKeys, alpha + r, o + r * dim, block.v, keys, pf);
+      if (keys > 0) pv_pass<NU, pr(), T>(s + r * kKeys<T>, alpha + r, o + r * dim, block.v, keys, pf);
     });
     pf.issue(0, 1);  // whatever is left
   }
