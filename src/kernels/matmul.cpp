@@ -88,22 +88,22 @@ bool bf16_dot_supports(const MatmulProblem& p) {
 // on take the f32 row too: it reads them once for all rows, and a second
 // pass over them came from memory (AMD EPYC, Zen 2, 4096 x 4096, M = 4, 1
 // thread: 7.9-8.0 ms against 10.2-11.0; bf16, int8 and int4 2-4x faster
-// there in two passes, their weights dequantized in registers). W8A8 and
-// W4A8 up to 16 rows (8 passes over panels held in L2), where the f32 row
-// converts the weights to f32 per K slice: 4096 x 4096, 1 / 2 threads, ms:
-// W8A8 M 8 12.2 / 6.6 -> 3.9 / 2.1, M 16 16.1 / 8.5 -> 7.6 / 4.1; W4A8 M 8
-// 6.6 / 3.7 -> 3.3 / 1.8, M 16 9.9 / 5.7 -> 6.5 / 3.6. bf16 weights up to
-// 16 rows too, widened in registers where the f32 row converts them per K
-// slice: M 6 14.2 / 7.3 -> 6.7 / 3.9, M 8 14.0 / 7.4 -> 8.1 / 4.6, M 12
-// 16.4 / 9.8 -> 11.7 / 6.6, M 16 17.4 / 8.7 -> 15.0 / 8.0-10.4. Weight-only
-// int weights stay with the f32 row from 5 rows: their int16 steps take two
-// products per byte, ~0.8 ms a row for int4 at 1 thread here, where the f32
-// row did M 8 in 6.4 and M 16 in 9.8.
+// there in two passes, their weights dequantized in registers). Integer
+// weights up to 16 rows (8 passes over panels held in L2), where the f32
+// row converts the weights to f32 per K slice: 4096 x 4096, 1 / 2 threads,
+// ms: W8A8 M 8 12.2 / 6.6 -> 3.9 / 2.1, M 16 16.1 / 8.5 -> 7.6 / 4.1; W4A8
+// M 8 6.6 / 3.7 -> 3.3 / 1.8, M 16 9.9 / 5.7 -> 6.5 / 3.6; weight-only
+// (int16 steps of A, one vpmaddwd per two bytes of weights) int4 M 8 7.3 /
+// 3.8 -> 3.8 / 1.9, M 16 10.8 / 5.5 -> 7.5 / 3.9, int8 M 8 13.7 / 6.8 ->
+// 4.5 / 2.5, M 16 16.9 / 8.5 -> 9.1 / 4.9. bf16 weights up to 16 rows too,
+// widened in registers where the f32 row converts them per K slice: M 6
+// 14.2 / 7.3 -> 6.7 / 3.9, M 8 14.0 / 7.4 -> 8.1 / 4.6, M 12 16.4 / 9.8 ->
+// 11.7 / 6.6, M 16 17.4 / 8.7 -> 15.0 / 8.0-10.4.
 bool decode_avx2_supports(const MatmulProblem& p) {
   if (!unit_output(p) || !p.b_packed) return false;
   if (p.b == DType::f32) return p.m <= 2;
   if (p.b == DType::bf16) return p.m <= 16;
-  return groups_in_quads(p.b_group, p.k) && (p.m <= 4 || (p.quantize_a && p.m <= 16));
+  return groups_in_quads(p.b_group, p.k) && p.m <= 16;
 }
 
 // Splits N so that there are at least 4 tasks per core (cores drift in

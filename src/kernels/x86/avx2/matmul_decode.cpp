@@ -1,20 +1,21 @@
-// Decode on AVX2 (M <= 4; bf16, W8A8 and W4A8 up to 16): packed weights streamed
+// Decode on AVX2 (f32 weights M <= 2; bf16 and integer weights up to 16): packed weights streamed
 // once per pass of one or two rows of A and used at once, never written back
 // to memory. The blocked row (matmul_f32.cpp) converts a whole panel into an
 // f32 buffer first (at M = 1 all of K: 512 KiB of f32 written and read
 // again for 64 KiB of int4 weights).
 //   f32 / bf16: FMAs on the weights as f32 (bf16 widened in registers).
-//   i8 / i4: integer dot products. vpmaddubsw multiplies a 4-byte lane of
-//   unsigned bytes (one column's 4 k) by 4 signed bytes of A and adds
-//   pairs; vpmaddwd adds the pairs into the lane's four products. int4
-//   nibbles are unsigned; int8 weights enter as |w| with A's bytes given
-//   w's sign (unsigned int8, with zero points, first made signed by - 128).
-//   A enters as int8 steps (W8A8 / W4A8: the op's per-token pre-pass) or,
-//   weight-only, as int16 steps quantized per row here, s = 255 hi + lo,
-//   one product per byte, the high one weighted by 255 in vpmaddwd. Each
-//   block's integer sums are scaled once: w = (q - zero) * scale gives
-//   scale * (sum(a q) - zero * sum(a)). Widening each weight to f32 for an
-//   FMA took ~0.5 instructions a weight, and those loops were compute-bound.
+//   i8 / i4: integer dot products over a 4-byte lane of weights (one
+//   column's 4 k). A enters as int8 steps (W8A8 / W4A8: the op's per-token
+//   pre-pass): vpmaddubsw multiplies the lane's unsigned bytes by 4 signed
+//   bytes of A and adds pairs, vpmaddwd adds the pairs; int4 nibbles are
+//   unsigned, int8 weights enter as |w| with A's bytes given w's sign
+//   (unsigned int8, with zero points, first made signed by - 128). Or,
+//   weight-only, A enters as int16 steps quantized per row here: the lane's
+//   even bytes (k0, k2) and odd ones (k1, k3) as int16 each take one
+//   vpmaddwd with A's steps in the same pairs. Each block's integer sums are
+//   scaled once: w = (q - zero) * scale gives scale * (sum(a q) - zero *
+//   sum(a)). Widening each weight to f32 for an FMA took ~0.5 instructions a
+//   weight, and those loops were compute-bound.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,9 +41,8 @@ constexpr std::int64_t kMaxIntRows = 16;  // rows per task of the integer loops 
 // then widened to f32, 1.6-1.7 with against 1.8 without). 8 KiB rather
 // than 4: bf16 2.3-2.6 -> 2.1-2.2 ms.
 constexpr std::int64_t kAhead = 8192;
-// The largest int16 step of weight-only activations: s = 255 hi + lo with
-// |hi|, |lo| <= 127, so that a byte given a weight's sign (vpsignb) never
-// meets -128, which it cannot negate.
+// The largest int16 step of weight-only activations (within
+// kMaxInt16Step, which bounds the blocks' int32 sums).
 constexpr float kMaxStep = 32512.0f;
 
 // f(J) for each panel J < P, J a std::integral_constant (accumulator indices at compile time).
@@ -125,11 +125,11 @@ constexpr FloatPanels kFloatPanels[kMaxRows + 1] = {nullptr, float_panels<1, dec
 
 // ------------------------------------------------------------------ i8, i4
 // A's rows as the integer loops read them: per quad of k, 4 signed bytes
-// (lo; and hi for int16 steps, else null); per block (Blocks), the sum of
-// the steps; one scale per row.
+// (int8 steps) or two lanes of int16 pairs, steps 0 and 2 then 1 and 3
+// (int16 steps); per block (Blocks), the sum of the steps; one scale per row.
 struct IntRows {
-  const std::int8_t* hi[kMaxRows];
-  const std::int8_t* lo[kMaxRows];
+  const std::int8_t* bytes[kMaxRows];
+  const std::int32_t* pairs[kMaxRows];
   const std::int32_t* sums[kMaxRows];
   float scale[kMaxRows];
 };
@@ -141,30 +141,46 @@ static inline __m256i quad_lanes(const std::int8_t* steps, std::int64_t q) {
   return _mm256_set1_epi32(lane);
 }
 
+// A lane's even and odd bytes as int16 (int4: its nibbles, from the low or
+// high halves, already unsigned).
+struct WordPairs {
+  __m256i even, odd;
+};
+static inline WordPairs signed_words(__m256i w) {
+  return {_mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), _mm256_srai_epi16(w, 8)};
+}
+template <bool High>
+static inline WordPairs nibble_words(__m256i d) {
+  const __m256i low4 = _mm256_set1_epi16(0x000f);
+  if constexpr (High) return {_mm256_and_si256(_mm256_srli_epi16(d, 4), low4), _mm256_srli_epi16(d, 12)};
+  return {_mm256_and_si256(d, low4), _mm256_and_si256(_mm256_srli_epi16(d, 8), low4)};
+}
+
 // C[m0 : m0 + ROWS, n : n + 32 P] for P panels of W (i4 or i8) weights.
 template <int ROWS, int P, DType W, bool Int16>
 void int_panels(const MatmulArgs& p, const IntRows& a, const Blocks& bl, std::int64_t m0, std::int64_t n, std::int64_t n_end) {
   const PackedB& b = *p.packed;
   const std::uint8_t* panel[P];
   const int panels = panel_streams(b, n, n_end, panel);
-  const __m256i ones = _mm256_set1_epi16(1), high = _mm256_set1_epi16(255);
+  const __m256i ones = _mm256_set1_epi16(1);
   // int8 weights stored unsigned (with zero points) are made signed by flipping their top bit: q - 128.
   const __m256i flip = _mm256_set1_epi8(W == DType::i8 && b.zeros ? char(0x80) : 0);
   alignas(32) float total[ROWS][4 * P][8] = {};
   __m256i acc[ROWS][4 * P];
   // acc[.][h] += the 4-k dot products of one vector of weights with quad q
-  // of each row: `w` unsigned, or (Signed) signed, multiplied as |w| by A's
-  // bytes with w's sign.
+  // of each row. int8 steps: `w` unsigned, or (Signed) signed, multiplied as
+  // |w| by A's bytes with w's sign. int16 steps: w's bytes as int16 pairs.
   auto dot = [&]<bool Signed>(int h, __m256i w, std::int64_t q) __attribute__((always_inline)) {
     const __m256i u = Signed ? _mm256_abs_epi8(w) : w;
     for (int i = 0; i < ROWS; ++i) {
-      const auto bytes = [&](const std::int8_t* steps) {
-        const __m256i s = quad_lanes(steps, q);
-        return _mm256_maddubs_epi16(u, Signed ? _mm256_sign_epi8(s, w) : s);
-      };
-      __m256i sum = _mm256_madd_epi16(bytes(a.lo[i]), ones);
-      if constexpr (Int16) sum = _mm256_add_epi32(sum, _mm256_madd_epi16(bytes(a.hi[i]), high));
-      acc[i][h] = _mm256_add_epi32(acc[i][h], sum);
+      const __m256i s = quad_lanes(a.bytes[i], q);
+      acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(_mm256_maddubs_epi16(u, Signed ? _mm256_sign_epi8(s, w) : s), ones));
+    }
+  };
+  auto dot16 = [&](int h, WordPairs w, std::int64_t q) __attribute__((always_inline)) {
+    for (int i = 0; i < ROWS; ++i) {
+      const __m256i even = _mm256_set1_epi32(a.pairs[i][2 * q]), odd = _mm256_set1_epi32(a.pairs[i][2 * q + 1]);
+      acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_add_epi32(_mm256_madd_epi16(w.even, even), _mm256_madd_epi16(w.odd, odd)));
     }
   };
   for (std::int64_t blk = 0; blk < bl.count; ++blk) {
@@ -181,10 +197,17 @@ void int_panels(const MatmulArgs& p, const IntRows& a, const Blocks& bl, std::in
           const std::uint8_t* r = panel[J] + q * 64;
           _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
           const __m256i d0 = load_si256(r), d1 = load_si256(r + 32);
-          dot.template operator()<false>(4 * J, _mm256_and_si256(d0, nibble), q);
-          dot.template operator()<false>(4 * J + 1, _mm256_and_si256(d1, nibble), q);
-          dot.template operator()<false>(4 * J + 2, _mm256_and_si256(_mm256_srli_epi16(d0, 4), nibble), q);
-          dot.template operator()<false>(4 * J + 3, _mm256_and_si256(_mm256_srli_epi16(d1, 4), nibble), q);
+          if constexpr (Int16) {
+            dot16(4 * J, nibble_words<false>(d0), q);
+            dot16(4 * J + 1, nibble_words<false>(d1), q);
+            dot16(4 * J + 2, nibble_words<true>(d0), q);
+            dot16(4 * J + 3, nibble_words<true>(d1), q);
+          } else {
+            dot.template operator()<false>(4 * J, _mm256_and_si256(d0, nibble), q);
+            dot.template operator()<false>(4 * J + 1, _mm256_and_si256(d1, nibble), q);
+            dot.template operator()<false>(4 * J + 2, _mm256_and_si256(_mm256_srli_epi16(d0, 4), nibble), q);
+            dot.template operator()<false>(4 * J + 3, _mm256_and_si256(_mm256_srli_epi16(d1, 4), nibble), q);
+          }
         });
     } else {
       // A 64-byte tile row holds rows k .. k + 3 of 16 columns.
@@ -193,8 +216,14 @@ void int_panels(const MatmulArgs& p, const IntRows& a, const Blocks& bl, std::in
         for_panels<P>([&]<int J>(std::integral_constant<int, J>) __attribute__((always_inline)) {
           const std::uint8_t* r = panel[J] + at;
           _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
-          dot.template operator()<true>(4 * J + 2 * H, _mm256_xor_si256(load_si256(r), flip), k / 4);
-          dot.template operator()<true>(4 * J + 2 * H + 1, _mm256_xor_si256(load_si256(r + 32), flip), k / 4);
+          const __m256i w0 = _mm256_xor_si256(load_si256(r), flip), w1 = _mm256_xor_si256(load_si256(r + 32), flip);
+          if constexpr (Int16) {
+            dot16(4 * J + 2 * H, signed_words(w0), k / 4);
+            dot16(4 * J + 2 * H + 1, signed_words(w1), k / 4);
+          } else {
+            dot.template operator()<true>(4 * J + 2 * H, w0, k / 4);
+            dot.template operator()<true>(4 * J + 2 * H + 1, w1, k / 4);
+          }
         });
       });
     }
@@ -243,10 +272,10 @@ void run_int_panels(const MatmulArgs& p, const IntRows* passes, const Blocks& bl
 }
 
 // Row m of A as int16 steps s of scale max|a| / kMaxStep (NaN when the row
-// holds NaN or Inf, so its outputs are NaN), zero past K: per quad the
-// steps' bytes hi = round(s / 255) and lo = s - 255 hi; `steps` (quads * 4,
-// rounded up to 8) gets s. Returns the scale.
-float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::int8_t* hi, std::int8_t* lo, std::int32_t* steps) {
+// holds NaN or Inf, so its outputs are NaN), zero past K: `steps` (quads *
+// 4, rounded up to 8) gets s, `pairs` per quad the int16 pairs (s0, s2) and
+// (s1, s3). Returns the scale.
+float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::int32_t* pairs, std::int32_t* steps) {
   __m256 max_abs = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
   for (std::int64_t k = 0; k < p.k; k += 8) {
     const __m256 v = abs8(load_a8(p, m, k, std::min<std::int64_t>(8, p.k - k)));
@@ -256,28 +285,15 @@ float int16_row(const MatmulArgs& p, std::int64_t m, std::int64_t quads, std::in
   const float top = hmax(max_abs);
   const bool finite = _mm256_movemask_ps(bad) == 0;
   const __m256 inv = _mm256_set1_ps(finite && top > 0.0f ? kMaxStep / top : 0.0f);
-  // Each half's 4 values as the low 4 bytes of that half (in range: saturation exact).
-  const auto bytes = [](__m256i x) {
-    const __m256i words = _mm256_packs_epi32(x, x);
-    return _mm256_packs_epi16(words, words);
-  };
   for (std::int64_t k = 0; k < quads * 4; k += 8) {
     const __m256 v = k < p.k ? load_a8(p, m, k, std::min<std::int64_t>(8, p.k - k)) : _mm256_setzero_ps();
-    const __m256 s = _mm256_round_ps(_mm256_mul_ps(v, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    // s / 255 is never within 0.002 of a half: the f32 quotient rounds as the exact one.
-    const __m256 h = _mm256_round_ps(_mm256_mul_ps(s, _mm256_set1_ps(1.0f / 255.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256i si = _mm256_cvtps_epi32(s), hi32 = _mm256_cvtps_epi32(h);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(steps + k), si);
-    const __m256i hb = bytes(hi32), lb = bytes(_mm256_sub_epi32(si, _mm256_mullo_epi32(hi32, _mm256_set1_epi32(255))));
-    const std::int32_t lanes[4] = {_mm256_cvtsi256_si32(hb), _mm256_cvtsi256_si32(lb),
-                                   _mm_cvtsi128_si32(_mm256_extracti128_si256(hb, 1)),
-                                   _mm_cvtsi128_si32(_mm256_extracti128_si256(lb, 1))};
-    std::memcpy(hi + k, &lanes[0], 4);
-    std::memcpy(lo + k, &lanes[1], 4);
-    if (k + 4 < quads * 4) {
-      std::memcpy(hi + k + 4, &lanes[2], 4);
-      std::memcpy(lo + k + 4, &lanes[3], 4);
-    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(steps + k), _mm256_cvtps_epi32(_mm256_mul_ps(v, inv)));  // nearest even
+  }
+  const auto pair = [](std::int32_t a, std::int32_t b) { return std::int32_t(std::uint32_t(std::uint16_t(a)) | std::uint32_t(b) << 16); };
+  for (std::int64_t q = 0; q < quads; ++q) {
+    const std::int32_t* s = steps + 4 * q;
+    pairs[2 * q] = pair(s[0], s[2]);
+    pairs[2 * q + 1] = pair(s[1], s[3]);
   }
   return !finite ? NAN : top > 0.0f ? top / kMaxStep : 1.0f;
 }
@@ -298,7 +314,7 @@ void block_sums(const T* steps, const Blocks& bl, std::int32_t* sums) {
 void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
   const Blocks bl(*p.packed);
   const std::int64_t rows = m1 - m0, steps_len = round_up(bl.quads * 4, 8);
-  const std::int64_t per_row = p.a_q ? bl.count : 2 * bl.quads + steps_len + bl.count;  // int32s
+  const std::int64_t per_row = p.a_q ? bl.count : 2 * bl.quads + steps_len + bl.count;  // int32s: pairs, steps, sums
   auto* staged = static_cast<std::int32_t*>(thread_scratch(ScratchSlot::a_panel, std::size_t(rows * per_row) * sizeof(std::int32_t)));
   IntRows all[kMaxIntRows / kMaxRows] = {};  // row r in pass r / kMaxRows, slot r % kMaxRows
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -308,13 +324,12 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
     const std::int64_t m = m0 + r;
     if (p.a_q) {
       const std::int8_t* row = p.a_q + m * p.a_q_stride;
-      pass.lo[i] = row, pass.sums[i] = at, pass.scale[i] = p.a_scales[m];
+      pass.bytes[i] = row, pass.sums[i] = at, pass.scale[i] = p.a_scales[m];
       block_sums(row, bl, at);
     } else {
-      auto* hi = reinterpret_cast<std::int8_t*>(at);
       std::int32_t* steps = at + 2 * bl.quads;
-      pass.hi[i] = hi, pass.lo[i] = hi + 4 * bl.quads, pass.sums[i] = steps + steps_len;
-      pass.scale[i] = int16_row(p, m, bl.quads, hi, hi + 4 * bl.quads, steps);
+      pass.pairs[i] = at, pass.sums[i] = steps + steps_len;
+      pass.scale[i] = int16_row(p, m, bl.quads, at, steps);
       block_sums(steps, bl, steps + steps_len);
     }
   }
@@ -325,7 +340,7 @@ void int_decode(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int6
 
 }  // namespace
 
-// Decode (M <= 4, bf16 <= 16, in passes of up to two rows over the task's
+// Decode (f32 M <= 2, others <= 16, in passes of up to two rows over the task's
 // panels; panel by panel with every pass instead measured no faster at M 8
 // and 16 and slower at 3, whose single-row pass streams 3 panels). Float
 // weights: A's rows converted to f32 once per task (W8A8 takes the integer
