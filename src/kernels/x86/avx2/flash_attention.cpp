@@ -219,10 +219,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // ([B, S, H, D]) and read once: request all their lines before the first is
   // needed (the previous task asked for them too, see the softmax loop).
   const std::int64_t q_bytes = head_dim * bytes_of(a.q_dtype);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const char* row = static_cast<const char*>(q_row(a, r));
-    for (std::int64_t b = 0; b < q_bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T1);
-  }
+  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), q_bytes);
   AttentionArgs next = a;  // the next task's rows of q, prefetched during the last block
   next.q = a.next_q;
   const __m256 scale = _mm256_set1_ps(a.scale);
