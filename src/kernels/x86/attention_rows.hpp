@@ -13,6 +13,7 @@
 #include "kernels/attention.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/x86/load1.hpp"
+#include "kernels/x86/prefetch.hpp"
 
 namespace tessera::kernels {
 
@@ -199,6 +200,19 @@ static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1,
 // Row r's query: position r / group, head r % group of the kv head's group.
 static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
   return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+}
+
+// Row r of the final output (as q_row).
+static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
+  return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
+}
+
+// Requests row r of the final output (none for a split piece) ahead of
+// finish_rows, from the flash kernels' last key block: the rows are a
+// position apart, out of the hardware prefetcher's sight, and requested a
+// few rows ahead within finish_rows their misses stalled it.
+__attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
+  if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, r), a.head_dim * bytes_of(out.o_dtype));
 }
 
 // f(units, type) for a decode row's head dim and KV type, as the decode

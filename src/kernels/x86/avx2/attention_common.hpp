@@ -73,19 +73,6 @@ static inline float softmax_row(const AttentionArgs& a, float* sr, std::int64_t 
   return hsum(sum);
 }
 
-// Row r of the final output.
-static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
-  return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
-}
-
-// Requests row r of the final output (none for a split piece) ahead of
-// finish_rows: the rows are a position apart, out of the hardware
-// prefetcher's sight, and requested 4 rows ahead within finish_rows their
-// misses stalled it.
-__attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
-  if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, r), a.head_dim * bytes_of(out.o_dtype));
-}
-
 // The unit's result from its row state: o sums [rows][dim], running max m and sum l.
 static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& out, const float* o, std::int64_t dim, const float* m,
                         const float* l) {
