@@ -198,9 +198,11 @@ static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1,
 }
 
 // Row r's query: position r / group, head r % group of the kv head's group.
-static inline const void* q_row(const AttentionArgs& a, std::int64_t r) {
-  return advance(a.q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+// `q`: a.q, or a.next_q for the next task's rows.
+static inline const void* q_row(const AttentionArgs& a, std::int64_t r, const void* q) {
+  return advance(q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
 }
+static inline const void* q_row(const AttentionArgs& a, std::int64_t r) { return q_row(a, r, a.q); }
 
 // Row r of the final output (as q_row).
 static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
@@ -213,6 +215,15 @@ static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, 
 // few rows ahead within finish_rows their misses stalled it.
 __attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
   if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, r), a.head_dim * bytes_of(out.o_dtype));
+}
+
+// What the flash kernels request per row r in their last key block: the
+// row's output lines and the next task's row r of q (AttentionArgs::next_q).
+// Few keys per row (cross-attention's 77) left the misses of both exposed at
+// the task's ends.
+__attribute__((always_inline)) static inline void prefetch_task_ends(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
+  prefetch_out_row(a, out, r);
+  if (r < a.next_rows) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r, a.next_q)), a.head_dim * bytes_of(a.q_dtype));
 }
 
 // f(units, type) for a decode row's head dim and KV type, as the decode

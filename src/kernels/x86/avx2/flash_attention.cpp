@@ -218,10 +218,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // of cross-attention's 77 keys). Its rows are usually a page apart
   // ([B, S, H, D]) and read once: request all their lines before the first is
   // needed (the previous task asked for them too, see the softmax loop).
-  const std::int64_t q_bytes = head_dim * bytes_of(a.q_dtype);
-  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), q_bytes);
-  AttentionArgs next = a;  // the next task's rows of q, prefetched during the last block
-  next.q = a.next_q;
+  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), head_dim * bytes_of(a.q_dtype));
   const __m256 scale = _mm256_set1_ps(a.scale);
   for (std::int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
     const std::int64_t rr = std::min(kScoreRows, rows - r0);
@@ -276,16 +273,12 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     }
     const std::int64_t vectors = (n + 7) / 8;
     // In the last block, each row's output lines and the next task's row of
-    // q are requested: few keys per row (cross-attention's 77) left the
-    // misses of both exposed at the task's ends (AMD EPYC, Zen 2, bench
+    // q are requested (prefetch_task_ends; AMD EPYC, Zen 2, bench
     // attention cross, f32, alternating, 3 rounds, ms at 1 / 2 threads:
     // 18.4 / 9.9 -> 15.9 / 9.1).
     const bool last = tb + width >= t_end;
     for (std::int64_t r = 0; r < rows; ++r) {
-      if (last) {
-        prefetch_out_row(a, out, r);
-        if (r < a.next_rows) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(next, r)), q_bytes);
-      }
+      if (last) prefetch_task_ends(a, out, r);
       alpha[r] = m[r];
       row_sum[r] = softmax_row(a, s + r * width, vectors, visible[r], mask_row(a, r, tb), m[r]);
     }

@@ -190,10 +190,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // The rows of q are usually a page apart ([B, S, H, D]) and read once:
   // request all their lines before the first is needed (the previous task
   // asked for them too, see the softmax loop).
-  const std::int64_t q_bytes = head_dim * bytes_of(a.q_dtype);
-  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), q_bytes);
-  AttentionArgs next = a;  // the next task's rows of q, prefetched during the last block
-  next.q = a.next_q;
+  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), head_dim * bytes_of(a.q_dtype));
   for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
     for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {  // whole vectors unmasked (vec.hpp)
       __m512 x[16];
@@ -255,16 +252,12 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // until all rows have theirs, then alpha = exp(old - new) for 16 rows
     // per exp, and l follows.
     // In the last block, each row's output lines and the next task's row of
-    // q are requested: few keys per row (cross-attention's 77) left the
-    // misses of both exposed at the task's ends.
+    // q are requested (prefetch_task_ends).
     const std::int64_t vectors = (n + 15) / 16;
     const bool last = tb + width >= t_end;
     for (std::int64_t r = 0; r < rows; ++r) {
       pf.issue(int(r), int(rows));
-      if (last) {
-        prefetch_out_row(a, out, r);
-        if (r < a.next_rows) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(next, r)), q_bytes);
-      }
+      if (last) prefetch_task_ends(a, out, r);
       float* sr = s + r * width;
       const std::int64_t valid = visible[r];
       alpha[r] = m[r];
