@@ -23,18 +23,27 @@ ReorderTiling tiling(const ReorderProblem& p, const hw::Info& hw) {
   const std::int64_t rows = std::max<std::int64_t>(p.rows, 1), cols = std::max<std::int64_t>(p.cols, 1);
   std::int64_t br, bc;
   if (p.mode == ReorderMode::transpose && et.stream_output) {
-    // Past the L3: few rows of micro-tiles (16 rows of x, 32 for 16-bit y,
-    // whose lines take two micro-tiles), so the rows of x stream past as
-    // runs the hardware prefetcher follows. Where L1 holds 32 KiB, one row,
-    // long: f32 [5120, 4096] at 32 x 1024 moved 11 GB/s, at 16 x 4096 17-19
-    // (AMD EPYC, Zen 4, 1 thread). Where it holds 48 KiB, two rows, short:
-    // bench membound transpose_2d large, alternating (AMD EPYC Turin, Zen
-    // 5): f32 16.4 -> 9.7 ms at 1 thread, 8.3 -> 5.1 at 2; bf16 8.9 -> 6.6,
-    // 4.6 -> 3.9 (32 x 256 to 2048 and 64 x 128 to 512 within 10 % of it).
+    // Past the L3: strips of few rows of x, read as runs the hardware
+    // prefetcher follows, whose y lines are each written whole by streaming
+    // stores. Where L1 holds 32 KiB, one row of micro-tiles (16 rows of x, 32
+    // for 16-bit y, whose lines take two micro-tiles), long: f32 [5120, 4096]
+    // at 32 x 1024 moved 11 GB/s, at 16 x 4096 17-19 (AMD EPYC, Zen 4, 1
+    // thread). Where it holds 48 KiB, two rows, short (32 x 256 to 2048 and
+    // 64 x 128 to 512 within 10 % of it): bench membound transpose_2d large,
+    // alternating (AMD EPYC Turin, Zen 5): f32 16.4 -> 9.7 ms at 1 thread,
+    // 8.3 -> 5.1 at 2; bf16 8.9 -> 6.6, 4.6 -> 3.9. There, where y's rows
+    // are a page or more apart, 512-byte runs of y (eight rows of
+    // micro-tiles): streaming stores alone, no reads, y rows 20 KiB apart,
+    // took 5.1 ms for 80 MiB as runs of two lines and 2.6 as runs of four.
+    // bench membound large, 1 thread, alternating, 11 rounds, ms at 32 / 64 /
+    // 128 rows of f32: transpose_2d (y rows 20 KiB apart) 10.7 / 11.6 / 9.5,
+    // nchw_to_nhwc (1280 bytes) 7.1 / 9.3 / 9.3.
     // Which property of the two cores decides is not known: L1 is what
     // hw::Info tells them apart by (Sapphire Rapids, 48 KiB: not measured).
-    const bool wide = bytes_of(p.y) == 4, l1_48k = hw.l1d_bytes >= (48 << 10);
-    br = std::min<std::int64_t>(rows, (wide ? 16 : 32) * (l1_48k ? 2 : 1));
+    const std::int64_t ys = bytes_of(p.y);
+    const bool wide = ys == 4, l1_48k = hw.l1d_bytes >= (48 << 10);
+    const bool y_rows_paged = rows * ys >= 4096;  // a row of y holds `rows` elements
+    br = std::min<std::int64_t>(rows, !l1_48k ? (wide ? 16 : 32) : y_rows_paged ? 512 / ys : (wide ? 32 : 64));
     bc = std::min<std::int64_t>(cols, l1_48k ? (wide ? 512 : 128) : (wide ? 4096 : 1024));
   } else if (p.mode == ReorderMode::transpose) {
     // A square of whole 16x16 micro-tiles, or as much area in a thin plane.

@@ -36,7 +36,7 @@ struct ReorderArgs {
 struct ReorderTiling {
   // One kernel call's block. Transposes in cache: an x tile and a y tile fit
   // in half of L1 together, so the lines a block touches are read and written
-  // once. Transposes larger than the L3: strips of 32 x rows, read as long
+  // once. Transposes larger than the L3: strips of a few rows of x, read as
   // runs, whose y lines are each written whole by streaming stores.
   std::int64_t block_rows, block_cols;
   std::int64_t blocks_per_task;
