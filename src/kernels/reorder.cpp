@@ -25,26 +25,31 @@ ReorderTiling tiling(const ReorderProblem& p, const hw::Info& hw) {
   if (p.mode == ReorderMode::transpose && et.stream_output) {
     // Past the L3: strips of few rows of x, read as runs the hardware
     // prefetcher follows, whose y lines are each written whole by streaming
-    // stores. Where L1 holds 32 KiB, one row of micro-tiles (16 rows of x, 32
-    // for 16-bit y, whose lines take two micro-tiles), long: f32 [5120, 4096]
-    // at 32 x 1024 moved 11 GB/s, at 16 x 4096 17-19 (AMD EPYC, Zen 4, 1
-    // thread). Where it holds 48 KiB, two rows, short (32 x 256 to 2048 and
-    // 64 x 128 to 512 within 10 % of it): bench membound transpose_2d large,
-    // alternating (AMD EPYC Turin, Zen 5): f32 16.4 -> 9.7 ms at 1 thread,
-    // 8.3 -> 5.1 at 2; bf16 8.9 -> 6.6, 4.6 -> 3.9. There, where y's rows
-    // are a page or more apart, 512-byte runs of y (eight rows of
-    // micro-tiles): streaming stores alone, no reads, y rows 20 KiB apart,
-    // took 5.1 ms for 80 MiB as runs of two lines and 2.6 as runs of four.
-    // bench membound large, 1 thread, alternating, 11 rounds, ms at 32 / 64 /
-    // 128 rows of f32: transpose_2d (y rows 20 KiB apart) 10.7 / 11.6 / 9.5,
-    // nchw_to_nhwc (1280 bytes) 7.1 / 9.3 / 9.3.
-    // Which property of the two cores decides is not known: L1 is what
-    // hw::Info tells them apart by (Sapphire Rapids, 48 KiB: not measured).
+    // stores. By default one row of micro-tiles (16 rows of x, 32 for 16-bit
+    // y, whose lines take two micro-tiles), long: f32 [5120, 4096] at 32 x
+    // 1024 moved 11 GB/s, at 16 x 4096 17-19 (AMD EPYC, Zen 4, 1 thread);
+    // nchw_to_nhwc (y rows 1280 bytes apart) the same on Zen 5 against the
+    // short strips below. Where L1 holds 48 KiB and y's rows are a page or
+    // more apart, short strips of x giving 512-byte runs of y: streaming
+    // stores alone, no reads, y rows 20 KiB apart, took 5.1 ms for 80 MiB as
+    // runs of two lines and 2.6 as four. bench membound --size large,
+    // alternating, 7-9 rounds (AMD EPYC Turin, Zen 5), ms at 1 / 2 threads,
+    // from two rows of micro-tiles, 512 f32 or 128 bf16 wide: transpose_2d
+    // f32 11.9 / 7.8 -> 10.3 / 5.4, bf16 8.5 / 4.7 -> 7.9 / 4.0 (512-byte
+    // runs); nchw_to_nhwc f32 8.7 / 4.2 -> 6.8 / 3.8, bf16 6.4 / 3.1 ->
+    // 5.5 / 2.2 (one row, long). Which property of the two cores decides is
+    // not known: L1 is what hw::Info tells them apart by (Sapphire Rapids,
+    // 48 KiB: not measured).
     const std::int64_t ys = bytes_of(p.y);
     const bool wide = ys == 4, l1_48k = hw.l1d_bytes >= (48 << 10);
     const bool y_rows_paged = rows * ys >= 4096;  // a row of y holds `rows` elements
-    br = std::min<std::int64_t>(rows, !l1_48k ? (wide ? 16 : 32) : y_rows_paged ? 512 / ys : (wide ? 32 : 64));
-    bc = std::min<std::int64_t>(cols, l1_48k ? (wide ? 512 : 128) : (wide ? 4096 : 1024));
+    if (l1_48k && y_rows_paged) {
+      br = std::min<std::int64_t>(rows, 512 / ys);
+      bc = std::min<std::int64_t>(cols, wide ? 512 : 128);
+    } else {
+      br = std::min<std::int64_t>(rows, wide ? 16 : 32);
+      bc = std::min<std::int64_t>(cols, wide ? 4096 : 1024);
+    }
   } else if (p.mode == ReorderMode::transpose) {
     // A square of whole 16x16 micro-tiles, or as much area in a thin plane.
     const auto side = std::max<std::int64_t>(16, std::int64_t(std::sqrt(double(hw.l1d_bytes / 2 / bytes))) / 16 * 16);
