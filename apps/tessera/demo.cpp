@@ -40,6 +40,31 @@ ops::WeightsPtr demo_pack(const Tensor& w, const std::string& weights) {
   return must(bench::tessera_weights(bench::parse_gemm_type(weights).value_or(bench::GemmType::f32), w));
 }
 
+namespace {
+// [K, N1] | [K, N2] | ... -> [K, N1 + N2 + ...].
+Tensor side_by_side(std::initializer_list<Tensor> parts) {
+  const std::int64_t rows = parts.begin()->dim(0);
+  std::int64_t cols = 0;
+  for (const Tensor& t : parts) cols += t.dim(1);
+  Tensor w = must(Tensor::empty(DType::f32, {rows, cols}));
+  for (std::int64_t r = 0, c = 0; r < rows; ++r, c = 0)
+    for (const Tensor& t : parts) {
+      std::copy_n(t.data_as<float>() + r * t.dim(1), t.dim(1), w.data_as<float>() + r * cols + c);
+      c += t.dim(1);
+    }
+  return w;
+}
+}  // namespace
+
+DemoProjections demo_projections(const std::string& weights) {
+  const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
+  auto w = [&](Shape s, std::uint64_t seed, float scale) { return demo_weight(std::move(s), seed, scale); };
+  return {demo_pack(side_by_side({w({kHidden, kHidden}, 4, w_in), w({kHidden, kHidden}, 5, w_in), w({kHidden, kHidden}, 6, w_in)}), weights),
+          demo_pack(w({kHidden, kHidden}, 7, w_in), weights),
+          demo_pack(side_by_side({w({kHidden, kFfn}, 8, w_in), w({kHidden, kFfn}, 9, w_in)}), weights),
+          demo_pack(w({kFfn, kHidden}, 10, w_ffn), weights)};
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -106,15 +131,10 @@ void run_demo(const DemoOptions& opt, DemoObserver* observer) {
   Context ctx({.threads = opt.threads});
   Stream stream(ctx);
   const std::int64_t T = opt.tokens, max_len = T + opt.decode_steps;
-  const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
 
   // Weights; the projections packed (or quantized) once and shared by the prefill and decode plans.
   Tensor embed = demo_weight({kVocab, kHidden}, 1, 1.0f), g_attn = demo_weight({kHidden}, 2, 1.0f), g_ffn = demo_weight({kHidden}, 3, 1.0f);
-  auto pack = [&](const Tensor& w) { return demo_pack(w, opt.weights); };
-  const ops::WeightsPtr wq = pack(demo_weight({kHidden, kHidden}, 4, w_in)), wk = pack(demo_weight({kHidden, kHidden}, 5, w_in));
-  const ops::WeightsPtr wv = pack(demo_weight({kHidden, kHidden}, 6, w_in)), wo = pack(demo_weight({kHidden, kHidden}, 7, w_in));
-  const ops::WeightsPtr w_gate = pack(demo_weight({kHidden, kFfn}, 8, w_in)), w_up = pack(demo_weight({kHidden, kFfn}, 9, w_in));
-  const ops::WeightsPtr w_down = pack(demo_weight({kFfn, kHidden}, 10, w_ffn));
+  const DemoProjections w = demo_projections(opt.weights);
   auto [cos, sin] = [&] {
     auto r = ops::rope_cache(max_len, kHeadDim);
     if (!r.ok()) throw std::runtime_error(r.status().to_string());
@@ -131,9 +151,11 @@ void run_demo(const DemoOptions& opt, DemoObserver* observer) {
       steps.push_back(op_step(ctx, std::move(name), must(std::move(plan)), std::move(in), std::move(out)));
     };
     auto act = [&](Shape s) { return must(Tensor::empty(DType::f32, s)); };
-    Tensor x = act({n, kHidden}), h = act({n, kHidden}), q = act({n, kHidden}), k = act({n, kHidden}), v = act({n, kHidden});
+    Tensor x = act({n, kHidden}), h = act({n, kHidden}), qkv = act({n, 3 * kHidden});
     Tensor attn = act({n, kHidden}), x2 = act({n, kHidden}), h2 = act({n, kHidden});
-    Tensor gate = act({n, kFfn}), up = act({n, kFfn}), y = act({n, kHidden});
+    Tensor gate_up = act({n, 2 * kFfn}), ffn = act({n, kFfn}), y = act({n, kHidden});
+    auto columns = [](const Tensor& t, std::int64_t part, std::int64_t width) { return must(t.slice(1, part * width, (part + 1) * width)); };
+    const Tensor q = columns(qkv, 0, kHidden), k = columns(qkv, 1, kHidden), v = columns(qkv, 2, kHidden);
     auto as_bshd = [&](const Tensor& t) { return must(t.reshape({1, n, kHeads, kHeadDim})); };
     // Projections: residual adds and the gate's SiLU fused into the GEMM epilogues.
     auto proj = [&](std::string name, const Tensor& a, const ops::WeightsPtr& w, const Tensor& c, ops::Epilogue e = {},
@@ -144,20 +166,18 @@ void run_demo(const DemoOptions& opt, DemoObserver* observer) {
     };
     add("embedding", ops::Embedding::plan(ctx, embed.desc(), ids.desc(), x.desc()), {embed, ids}, {x});
     add("attn_norm", ops::RmsNorm::plan(ctx, x.desc(), g_attn.desc(), h.desc(), {.eps = 1e-5f}), {x, g_attn}, {h});
-    proj("q_proj", h, wq, q);
-    proj("k_proj", h, wk, k);
-    proj("v_proj", h, wv, v);
+    proj("qkv_proj", h, w.qkv, qkv);
     for (auto [name, t] : {std::pair{"rope_q", q}, std::pair{"rope_k", k}}) {
       const Tensor view = as_bshd(t);
       add(name, ops::Rope::plan(ctx, view.desc(), pos.desc(), cos.desc(), sin.desc(), view.desc()), {view, pos, cos, sin}, {view});
     }
     attention(as_bshd(q), as_bshd(k), as_bshd(v), as_bshd(attn), steps, add);
-    proj("o_proj+residual", attn, wo, x2, {.residual = x.desc()}, {x});
+    proj("o_proj+residual", attn, w.o, x2, {.residual = x.desc()}, {x});
     add("ffn_norm", ops::RmsNorm::plan(ctx, x2.desc(), g_ffn.desc(), h2.desc(), {.eps = 1e-5f}), {x2, g_ffn}, {h2});
-    proj("gate_proj+silu", h2, w_gate, gate, {.activation = ops::Activation::silu});
-    proj("up_proj", h2, w_up, up);
-    add("gate_mul_up", ops::Binary::plan(ctx, ops::BinaryOp::mul, gate.desc(), up.desc(), gate.desc()), {gate, up}, {gate});
-    proj("down_proj+residual", gate, w_down, y, {.residual = x2.desc()}, {x2});
+    proj("gate_up_proj", h2, w.gate_up, gate_up);
+    const Tensor gate = columns(gate_up, 0, kFfn), up = columns(gate_up, 1, kFfn);
+    add("swiglu", ops::Gated::plan(ctx, ops::Activation::silu, gate.desc(), up.desc(), std::nullopt, ffn.desc()), {gate, up}, {ffn});
+    proj("down_proj+residual", ffn, w.down, y, {.residual = x2.desc()}, {x2});
     return std::pair{std::move(steps), y};
   };
 

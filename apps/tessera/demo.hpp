@@ -50,4 +50,13 @@ Tensor demo_weight(Shape shape, std::uint64_t seed, float scale);
 ops::WeightsPtr demo_pack(const Tensor& w, const std::string& weights);
 double median(std::vector<double> v);
 
+// The layer's projections, packed once as DemoOptions::weights says: Q, K
+// and V side by side ([hidden, 3 hidden]) and gate and up ([hidden, 2
+// ffn]), each one GEMM whose output's column slices are the parts, as
+// inference engines fuse them (one pass over the activations, a wider N).
+struct DemoProjections {
+  ops::WeightsPtr qkv, o, gate_up, down;
+};
+DemoProjections demo_projections(const std::string& weights);
+
 }  // namespace tessera::app

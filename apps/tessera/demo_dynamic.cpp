@@ -25,20 +25,21 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 struct Weights {
   Tensor g_attn, g_ffn, cos, sin;
-  ops::WeightsPtr wq, wk, wv, wo, w_gate, w_up, w_down;
+  DemoProjections proj;
 };
 
 // One length's activations, made and touched once: the timings below are
 // the library's, not the first touch of the caller's buffers.
 struct Activations {
   std::int64_t tokens;
-  Tensor x, h, q, k, v, attn, x2, h2, gate, up, y, pos;
+  Tensor x, h, qkv, q, k, v, attn, x2, h2, gate_up, ffn, y, pos;
   explicit Activations(std::int64_t n) : tokens(n) {
     auto act = [](Shape s) { return must(Tensor::zeros(DType::f32, s)); };
     x = demo_weight({n, kHidden}, 11, 1.0f);
-    h = act({n, kHidden}), q = act({n, kHidden}), k = act({n, kHidden}), v = act({n, kHidden});
+    h = act({n, kHidden}), qkv = act({n, 3 * kHidden});
+    q = must(qkv.slice(1, 0, kHidden)), k = must(qkv.slice(1, kHidden, 2 * kHidden)), v = must(qkv.slice(1, 2 * kHidden, 3 * kHidden));
     attn = act({n, kHidden}), x2 = act({n, kHidden}), h2 = act({n, kHidden});
-    gate = act({n, kFfn}), up = act({n, kFfn}), y = act({n, kHidden});
+    gate_up = act({n, 2 * kFfn}), ffn = act({n, kFfn}), y = act({n, kHidden});
     pos = must(Tensor::empty(DType::i32, {1, n}));
     for (std::int64_t i = 0; i < n; ++i) pos.data_as<std::int32_t>()[i] = std::int32_t(i);
   }
@@ -49,18 +50,15 @@ Status layer(Stream& s, const Weights& w, const Activations& a) {
   const std::int64_t n = a.tokens;
   auto bshd = [n](const Tensor& t) { return must(t.reshape({1, n, kHeads, kHeadDim})); };
   TESSERA_RETURN_IF_ERROR(ops::rms_norm(s, a.x, w.g_attn, a.h, {.eps = 1e-5f}));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h, w.wq, a.q));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h, w.wk, a.k));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h, w.wv, a.v));
+  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h, w.proj.qkv, a.qkv));
   TESSERA_RETURN_IF_ERROR(ops::rope(s, bshd(a.q), a.pos, w.cos, w.sin, bshd(a.q)));
   TESSERA_RETURN_IF_ERROR(ops::rope(s, bshd(a.k), a.pos, w.cos, w.sin, bshd(a.k)));
   TESSERA_RETURN_IF_ERROR(ops::attention(s, bshd(a.q), bshd(a.k), bshd(a.v), bshd(a.attn), {.causal = true}));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.attn, w.wo, a.x2, {.residual = a.x}));
+  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.attn, w.proj.o, a.x2, {.residual = a.x}));
   TESSERA_RETURN_IF_ERROR(ops::rms_norm(s, a.x2, w.g_ffn, a.h2, {.eps = 1e-5f}));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h2, w.w_gate, a.gate, {.activation = ops::Activation::silu}));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h2, w.w_up, a.up));
-  TESSERA_RETURN_IF_ERROR(ops::mul(s, a.gate, a.up, a.gate));
-  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.gate, w.w_down, a.y, {.residual = a.x2}));
+  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.h2, w.proj.gate_up, a.gate_up));
+  TESSERA_RETURN_IF_ERROR(ops::swiglu(s, a.gate_up, a.ffn));
+  TESSERA_RETURN_IF_ERROR(ops::linear(s, a.ffn, w.proj.down, a.y, {.residual = a.x2}));
   return s.synchronize();
 }
 
@@ -136,15 +134,10 @@ void print_dispatch_costs(int threads) {
 void run_dynamic_demo(const DemoOptions& opt) {
   const std::vector<std::int64_t> lengths = {1, 7, 16, 50, 100, 128, 200, 256};
   constexpr std::int64_t kBucket = 64;
-  const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
   Weights w;
   w.g_attn = demo_weight({kHidden}, 2, 1.0f), w.g_ffn = demo_weight({kHidden}, 3, 1.0f);
   std::tie(w.cos, w.sin) = must(ops::rope_cache(lengths.back(), kHeadDim));
-  auto pack = [&](Shape s, std::uint64_t seed, float scale) { return demo_pack(demo_weight(s, seed, scale), opt.weights); };
-  w.wq = pack({kHidden, kHidden}, 4, w_in), w.wk = pack({kHidden, kHidden}, 5, w_in);
-  w.wv = pack({kHidden, kHidden}, 6, w_in), w.wo = pack({kHidden, kHidden}, 7, w_in);
-  w.w_gate = pack({kHidden, kFfn}, 8, w_in), w.w_up = pack({kHidden, kFfn}, 9, w_in);
-  w.w_down = pack({kFfn, kHidden}, 10, w_ffn);
+  w.proj = demo_projections(opt.weights);
   std::vector<Activations> acts;
   for (std::int64_t n : lengths) acts.emplace_back(n);
 
@@ -174,7 +167,7 @@ void run_dynamic_demo(const DemoOptions& opt) {
   const PlanCache::Stats cs = cold.plans().stats();
   fmt::print("\ncold context: {} plans for {} lengths ({} hits, {} misses); warm-up of {} lengths: {:.1f} ms, {} plans\n",
              cs.size, lengths.size(), cs.hits, cs.misses, lengths.size(), warmup_ms, warm_plans);
-  fmt::print("host us: the ops' host time (plan lookup, or making the plan, and checks), summed over the layer's 13 ops;\n"
+  fmt::print("host us: the ops' host time (plan lookup, or making the plan, and checks), summed over the layer's 10 ops;\n"
              "plans: plan-cache misses of the first call\n");
   print_dispatch_costs(cold.pool().threads());
 }
