@@ -40,29 +40,20 @@ ops::WeightsPtr demo_pack(const Tensor& w, const std::string& weights) {
   return must(bench::tessera_weights(bench::parse_gemm_type(weights).value_or(bench::GemmType::f32), w));
 }
 
-namespace {
-// [K, N1] | [K, N2] | ... -> [K, N1 + N2 + ...].
-Tensor side_by_side(std::initializer_list<Tensor> parts) {
-  const std::int64_t rows = parts.begin()->dim(0);
-  std::int64_t cols = 0;
-  for (const Tensor& t : parts) cols += t.dim(1);
-  Tensor w = must(Tensor::empty(DType::f32, {rows, cols}));
-  for (std::int64_t r = 0, c = 0; r < rows; ++r, c = 0)
-    for (const Tensor& t : parts) {
-      std::copy_n(t.data_as<float>() + r * t.dim(1), t.dim(1), w.data_as<float>() + r * cols + c);
-      c += t.dim(1);
-    }
-  return w;
-}
-}  // namespace
-
-DemoProjections demo_projections(const std::string& weights) {
+DemoProjections demo_projections(Stream& stream, const std::string& weights) {
   const float w_in = 1.0f / std::sqrt(float(kHidden)), w_ffn = 1.0f / std::sqrt(float(kFfn));
-  auto w = [&](Shape s, std::uint64_t seed, float scale) { return demo_weight(std::move(s), seed, scale); };
-  return {demo_pack(side_by_side({w({kHidden, kHidden}, 4, w_in), w({kHidden, kHidden}, 5, w_in), w({kHidden, kHidden}, 6, w_in)}), weights),
-          demo_pack(w({kHidden, kHidden}, 7, w_in), weights),
-          demo_pack(side_by_side({w({kHidden, kFfn}, 8, w_in), w({kHidden, kFfn}, 9, w_in)}), weights),
-          demo_pack(w({kFfn, kHidden}, 10, w_ffn), weights)};
+  // [K, N1] | [K, N2] | ... -> [K, N1 + N2 + ...], packed.
+  auto side_by_side = [&](std::initializer_list<Tensor> parts) {
+    std::int64_t cols = 0;
+    for (const Tensor& t : parts) cols += t.dim(1);
+    Tensor w = must(Tensor::empty(DType::f32, {kHidden, cols}));
+    if (Status st = ops::concat(stream, std::span(parts.begin(), parts.size()), 1, w); !st.ok()) throw std::runtime_error(st.to_string());
+    return demo_pack(w, weights);
+  };
+  return {side_by_side({demo_weight({kHidden, kHidden}, 4, w_in), demo_weight({kHidden, kHidden}, 5, w_in), demo_weight({kHidden, kHidden}, 6, w_in)}),
+          demo_pack(demo_weight({kHidden, kHidden}, 7, w_in), weights),
+          side_by_side({demo_weight({kHidden, kFfn}, 8, w_in), demo_weight({kHidden, kFfn}, 9, w_in)}),
+          demo_pack(demo_weight({kFfn, kHidden}, 10, w_ffn), weights)};
 }
 
 double median(std::vector<double> v) {
@@ -134,7 +125,7 @@ void run_demo(const DemoOptions& opt, DemoObserver* observer) {
 
   // Weights; the projections packed (or quantized) once and shared by the prefill and decode plans.
   Tensor embed = demo_weight({kVocab, kHidden}, 1, 1.0f), g_attn = demo_weight({kHidden}, 2, 1.0f), g_ffn = demo_weight({kHidden}, 3, 1.0f);
-  const DemoProjections w = demo_projections(opt.weights);
+  const DemoProjections w = demo_projections(stream, opt.weights);
   auto [cos, sin] = [&] {
     auto r = ops::rope_cache(max_len, kHeadDim);
     if (!r.ok()) throw std::runtime_error(r.status().to_string());
@@ -157,7 +148,7 @@ void run_demo(const DemoOptions& opt, DemoObserver* observer) {
     auto columns = [](const Tensor& t, std::int64_t part, std::int64_t width) { return must(t.slice(1, part * width, (part + 1) * width)); };
     const Tensor q = columns(qkv, 0, kHidden), k = columns(qkv, 1, kHidden), v = columns(qkv, 2, kHidden);
     auto as_bshd = [&](const Tensor& t) { return must(t.reshape({1, n, kHeads, kHeadDim})); };
-    // Projections: residual adds and the gate's SiLU fused into the GEMM epilogues.
+    // Projections: residual adds fused into the GEMM epilogues.
     auto proj = [&](std::string name, const Tensor& a, const ops::WeightsPtr& w, const Tensor& c, ops::Epilogue e = {},
                     std::vector<Tensor> extra = {}) {
       std::vector<Tensor> in{a};

@@ -57,6 +57,6 @@ double median(std::vector<double> v);
 struct DemoProjections {
   ops::WeightsPtr qkv, o, gate_up, down;
 };
-DemoProjections demo_projections(const std::string& weights);
+DemoProjections demo_projections(Stream& stream, const std::string& weights);
 
 }  // namespace tessera::app

@@ -137,7 +137,11 @@ void run_dynamic_demo(const DemoOptions& opt) {
   Weights w;
   w.g_attn = demo_weight({kHidden}, 2, 1.0f), w.g_ffn = demo_weight({kHidden}, 3, 1.0f);
   std::tie(w.cos, w.sin) = must(ops::rope_cache(lengths.back(), kHeadDim));
-  w.proj = demo_projections(opt.weights);
+  {
+    Context prep({.threads = opt.threads});  // its own: the contexts timed below start without the weights' plans
+    Stream s(prep);
+    w.proj = demo_projections(s, opt.weights);
+  }
   std::vector<Activations> acts;
   for (std::int64_t n : lengths) acts.emplace_back(n);
 
