@@ -191,19 +191,23 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // request all their lines before the first is needed (the previous task
   // asked for them too, see the softmax loop).
   for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), head_dim * bytes_of(a.q_dtype));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += 16)
+  // Each row is addressed once: with its address (two divisions) per 16
+  // features, q took ~11 % of cross-attention's 77 keys (perf, f32).
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const std::int64_t rr = std::min<std::int64_t>(16, rows - r0);
+    const void* src[16];
+    for (std::int64_t i = 0; i < rr; ++i) src[i] = q_row(a, r0 + i);
     for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {  // whole vectors unmasked (vec.hpp)
       __m512 x[16];
-      for (std::int64_t i = 0; i < 16; ++i) {
-        const std::int64_t r = r0 + i;
-        x[i] = r < rows ? _mm512_mul_ps(scale, load16(advance(q_row(a, r), a.q_dtype, d), a.q_dtype, features)) : _mm512_setzero_ps();
-      }
+      for (std::int64_t i = 0; i < 16; ++i)
+        x[i] = i < rr ? _mm512_mul_ps(scale, load16(advance(src[i], a.q_dtype, d), a.q_dtype, features)) : _mm512_setzero_ps();
       transpose16x16(x);
       for (std::int64_t j = 0; j < 16; ++j) {
         _mm256_storeu_ps(q + r0 * dim + (d + j) * kScoreRows, _mm512_castps512_ps256(x[j]));
         _mm256_storeu_ps(q + (r0 + 8) * dim + (d + j) * kScoreRows, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[j]), 1)));
       }
     });
+  }
   std::fill(o, o + rows * dim, 0.0f);
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
