@@ -17,6 +17,9 @@ namespace {
 using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
 
 constexpr std::int64_t kGroup = kBf16FlashGroup;
+// Score tiles: 8 rows by up to 3 quarters of 16 keys (24 sums).
+constexpr std::int64_t kScoreRows = 8;
+constexpr std::int64_t kScoreQuarters = 3;
 
 // acc += the bf16 pair at `pair` (broadcast) times the 16 pairs of `b`.
 static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) {
@@ -25,17 +28,20 @@ static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) 
   return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(bits), (__m512bh)b);
 }
 
-// Scores of RR rows of q (bf16, `dim` apart) for the 16 keys of quarter
-// `quarter` of a block of `keys`: each Kᵀ tile row is d pair j of 16 keys.
+// Scores of RR rows of q (bf16, `dim` apart) for the 16 QN keys of quarters
+// [quarter, quarter + QN) of a block of `keys`: each Kᵀ tile row is d pair
+// j of 16 keys, and a quarter's tile follows the one before. Each pair of a
+// row's q is broadcast once for the QN tiles: with one quarter per tile
+// (16 rows x 16 keys), every product needed its own broadcast load, and
+// those loads were as hot as the products (perf).
 // The last tile's pairs past head_dim (zeros) are skipped: SD's 40-wide
 // heads take 20 pairs, not 32.
-// Quarters rather than halves: a block's last 32 keys may be 16 or fewer.
 // The rows' pairs are read through (RR + 2) / 3 base pointers, each serving
 // three rows as base, base + L and base + 2 L (an index register scaled by
 // 1 or 2), and a tile's 16 steps are unrolled into displacements: with a
 // pointer per row the 16 addresses took more registers than there are, and
 // each step reloaded a third of them from the stack.
-template <int RR>
+template <int RR, int QN>
 static void score_tile(const std::uint16_t* q, std::int64_t dim, std::int64_t head_dim, const char* kp, std::int64_t keys,
                        std::int64_t quarter, float* s) {
   constexpr int kBases = (RR + 2) / 3;
@@ -43,14 +49,20 @@ static void score_tile(const std::uint16_t* q, std::int64_t dim, std::int64_t he
   const char* base[kBases];
 #pragma GCC unroll 6
   for (int b = 0; b < kBases; ++b) base[b] = reinterpret_cast<const char*>(q) + 3 * b * row_bytes;
-  __m512 acc[RR];
+  __m512 acc[RR][QN];
 #pragma GCC unroll 16
-  for (int i = 0; i < RR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < QN; ++h) acc[i][h] = _mm512_setzero_ps();
   const auto pair_step = [&](const char* tile, int j) {
-    const __m512i k = _mm512_load_si512(tile + 64 * j);
+    __m512i k[QN];
+    for (int h = 0; h < QN; ++h) k[h] = _mm512_load_si512(tile + h * kTileBytes + 64 * j);
 #pragma GCC unroll 16
-    for (int i = 0; i < RR; ++i)
-      acc[i] = dot_pair(acc[i], reinterpret_cast<const std::uint16_t*>(base[i / 3] + (i % 3) * row_bytes + 4 * j), k);
+    for (int i = 0; i < RR; ++i) {
+      std::int32_t bits;
+      std::memcpy(&bits, base[i / 3] + (i % 3) * row_bytes + 4 * j, sizeof(bits));
+      const __m512bh pair = (__m512bh)_mm512_set1_epi32(bits);
+      for (int h = 0; h < QN; ++h) acc[i][h] = _mm512_dpbf16_ps(acc[i][h], pair, (__m512bh)k[h]);
+    }
   };
   const std::int64_t chunks = dim / 32, last_pairs = (head_dim - 32 * (chunks - 1) + 1) / 2;
   for (std::int64_t c = 0; c < chunks; ++c) {
@@ -65,7 +77,8 @@ static void score_tile(const std::uint16_t* q, std::int64_t dim, std::int64_t he
     for (int b = 0; b < kBases; ++b) base[b] += 64;  // the next 32 features
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < RR; ++i) _mm512_store_ps(s + i * keys + 16 * quarter, acc[i]);
+  for (int i = 0; i < RR; ++i)
+    for (int h = 0; h < QN; ++h) _mm512_store_ps(s + i * keys + 16 * (quarter + h), acc[i][h]);
 }
 
 // O[RR rows][32 c : 32 c + 16 NV] = alpha O + P V over the first n keys of
@@ -129,9 +142,13 @@ void flash_attention_bf16_dot(const AttentionArgs& a, std::int64_t t0, std::int6
       const auto seen = [&](std::int64_t last) {
         return std::clamp<std::int64_t>(rs.limit[std::clamp<std::int64_t>(rs.rows - 1, 0, g + last)] - tb, 0, n);
       };
-      for (std::int64_t quarter = 0; 16 * quarter < n; ++quarter)
-        for (std::int64_t r = 0; r < kGroup; r += 16)
-          if (16 * quarter < seen(r + 15)) score_tile<16>(rs.q + (g + r) * dim, dim, rs.head_dim, rs.kp, keys, quarter, sb + r * keys);
+      for (std::int64_t r = 0; r < kGroup; r += kScoreRows) {
+        const std::int64_t quarters = (seen(r + kScoreRows - 1) + 15) / 16;
+        for (std::int64_t quarter = 0; quarter < quarters; quarter += kScoreQuarters)
+          dispatch_count<kScoreQuarters>(std::min(kScoreQuarters, quarters - quarter), [&](auto qn) {
+            score_tile<kScoreRows, qn()>(rs.q + (g + r) * dim, dim, rs.head_dim, rs.kp, keys, quarter, sb + r * keys);
+          });
+      }
       rs.softmax_rows(g, 0, kGroup, sb, tb, n);
       rs.finish_group(g);
       for (std::int64_t c = 0; c < dim / 32; ++c) {
