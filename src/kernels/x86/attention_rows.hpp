@@ -185,45 +185,57 @@ static inline void for_row_passes(std::int64_t rows, Pass&& pass) {
   }
 }
 
+// Row r of a unit as its query position and head within the kv head's
+// group, stepped row by row (next()): the group is a run-time value, and a
+// division per row and address (q, the output, a limit: ~8 a row and task)
+// is ~15 cycles where cross-attention's 77 keys give a row ~300 of work.
+struct UnitRow {
+  std::int64_t pos, head;
+  UnitRow(const AttentionArgs& a, std::int64_t r) : pos(r / a.group), head(r % a.group) {}
+  void next(const AttentionArgs& a) {
+    if (++head == a.group) head = 0, ++pos;
+  }
+};
+
 // The rows' views for keys up to t1 (q rows and the output go by the same
 // position and head); returns the end of the keys any row sees.
 static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
   const std::int64_t t_end = visible_keys_end(a, t1);
-  for (std::int64_t r = 0; r < a.rows; ++r) {
-    const std::int64_t pos = r / a.group;
-    view[r].limit = a.causal ? std::min(t_end, pos + a.causal_offset + 1) : t_end;
-    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % a.group) * a.mask_head_stride) : nullptr;
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < a.rows; ++r, u.next(a)) {
+    view[r].limit = a.causal ? std::min(t_end, u.pos + a.causal_offset + 1) : t_end;
+    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride) : nullptr;
   }
   return t_end;
 }
 
-// Row r's query: position r / group, head r % group of the kv head's group.
-// `q`: a.q, or a.next_q for the next task's rows.
-static inline const void* q_row(const AttentionArgs& a, std::int64_t r, const void* q) {
-  return advance(q, a.q_dtype, (r / a.group) * a.q_pos_stride + (r % a.group) * a.q_head_stride);
+// A row's query. `q`: a.q, or a.next_q for the next task's rows.
+static inline const void* q_row(const AttentionArgs& a, UnitRow u, const void* q) {
+  return advance(q, a.q_dtype, u.pos * a.q_pos_stride + u.head * a.q_head_stride);
 }
-static inline const void* q_row(const AttentionArgs& a, std::int64_t r) { return q_row(a, r, a.q); }
+static inline const void* q_row(const AttentionArgs& a, std::int64_t r) { return q_row(a, UnitRow(a, r), a.q); }
 
-// Row r of the final output (as q_row).
-static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
-  return static_cast<char*>(advance(out.o, out.o_dtype, (r / a.group) * out.o_pos_stride + (r % a.group) * out.o_head_stride));
+// A row of the final output (as q_row).
+static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, UnitRow u) {
+  return static_cast<char*>(advance(out.o, out.o_dtype, u.pos * out.o_pos_stride + u.head * out.o_head_stride));
 }
 
-// Requests row r of the final output (none for a split piece) ahead of
+// Requests a row of the final output (none for a split piece) ahead of
 // finish_rows, from the flash kernels' last key block: the rows are a
 // position apart, out of the hardware prefetcher's sight, and requested a
 // few rows ahead within finish_rows their misses stalled it.
-__attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
-  if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, r), a.head_dim * bytes_of(out.o_dtype));
+__attribute__((always_inline)) static inline void prefetch_out_row(const AttentionArgs& a, const AttentionOutput& out, UnitRow u) {
+  if (!out.partial_o) prefetch_lines<_MM_HINT_T1>(out_row(a, out, u), a.head_dim * bytes_of(out.o_dtype));
 }
 
-// What the flash kernels request per row r in their last key block: the
-// row's output lines and the next task's row r of q (AttentionArgs::next_q).
-// Few keys per row (cross-attention's 77) left the misses of both exposed at
-// the task's ends.
-__attribute__((always_inline)) static inline void prefetch_task_ends(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r) {
-  prefetch_out_row(a, out, r);
-  if (r < a.next_rows) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r, a.next_q)), a.head_dim * bytes_of(a.q_dtype));
+// What the flash kernels request per row r (at u) in their last key block:
+// the row's output lines and the next task's row r of q
+// (AttentionArgs::next_q). Few keys per row (cross-attention's 77) left the
+// misses of both exposed at the task's ends.
+__attribute__((always_inline)) static inline void prefetch_task_ends(const AttentionArgs& a, const AttentionOutput& out, std::int64_t r,
+                                                                     UnitRow u) {
+  prefetch_out_row(a, out, u);
+  if (r < a.next_rows) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.next_q)), a.head_dim * bytes_of(a.q_dtype));
 }
 
 // f(units, type) for a decode row's head dim and KV type, as the decode

@@ -78,14 +78,15 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
                         const float* l) {
   if (out.partial_o) return store_partial(a, out, o, dim, m, l);
   const std::int64_t head_dim = a.head_dim;
-  for (std::int64_t r = 0; r < a.rows; ++r) {
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < a.rows; ++r, u.next(a)) {
     const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
     const __m256 inv = _mm256_set1_ps(empty ? 0.0f : 1.0f / l[r]);
-    char* orow = out_row(a, out, r);
+    char* orow = out_row(a, out, u);
     for (std::int64_t d = 0; d < head_dim; d += 8)
       store8_n(advance(orow, out.o_dtype, d), out.o_dtype, _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
     if (out.lse)
-      out.lse[(r / a.group) * out.lse_pos_stride + (r % a.group) * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+      out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
   }
 }
 

@@ -190,7 +190,8 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   Prefetcher<kRowBytes <= 256 ? kRowBytes : 0, kKeys<T>> pf(a.prefetch_l1);
   if constexpr (kRowBytes > 256) pf.row_bytes = a.head_dim * bytes_of(a.kv.dtype);
   std::int64_t valid[kMaxRows];
-  for (std::int64_t r = 0; r < rows; ++r) prefetch_out_row(a, out, r);
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_out_row(a, out, u);
   for (std::int64_t tb = t0; tb < t_end; tb += kKeys<T>) {
     const std::int64_t n = start_block(a, view, tb, t_end, zero, block, pf, valid);
     pf.pace(ticks);

@@ -107,9 +107,9 @@ static void convert_block(const KvRows<kBlockKeys>& block, std::int64_t n, std::
 }
 
 // Row r's additive mask at key t, or nullptr.
-static inline const void* mask_row(const AttentionArgs& a, std::int64_t r, std::int64_t t) {
+static inline const void* mask_row(const AttentionArgs& a, UnitRow u, std::int64_t t) {
   if (!a.mask) return nullptr;
-  return advance(a.mask, a.mask_dtype, (r / a.group) * a.mask_pos_stride + (r % a.group) * a.mask_head_stride + t * a.mask_key_stride);
+  return advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride + t * a.mask_key_stride);
 }
 
 // S[RR rows][8 H] = Q[RR][D] · kt[D][8 H]; kt and S rows are `width` floats apart.
@@ -187,7 +187,7 @@ static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, 
 }  // namespace
 
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 7) / 8 * 8, rows = a.rows, group = a.group;
+  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 7) / 8 * 8, rows = a.rows;
   const std::int64_t t_end = visible_keys_end(a, t1);
   const std::int64_t max_width =
       rows > kFewRows ? kBlockKeys : a.kv.dtype == DType::i8 ? kFewRowsInt8BlockKeys : kFewRowsBlockKeys;
@@ -208,7 +208,8 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   float* row_sum = alpha + padded;
   auto* limit = reinterpret_cast<std::int64_t*>(q + floats);  // floats: a multiple of 8
   std::int64_t* visible = limit + rows;
-  for (std::int64_t r = 0; r < rows; ++r) limit[r] = a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) limit[r] = a.causal ? std::min(t_end, u.pos + a.causal_offset + 1) : t_end;
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
@@ -218,12 +219,14 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // of cross-attention's 77 keys). Its rows are usually a page apart
   // ([B, S, H, D]) and read once: request all their lines before the first is
   // needed (the previous task asked for them too, see the softmax loop).
-  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), head_dim * bytes_of(a.q_dtype));
+  u = UnitRow(a, 0);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
+  u = UnitRow(a, 0);
   const __m256 scale = _mm256_set1_ps(a.scale);
   for (std::int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
     const std::int64_t rr = std::min(kScoreRows, rows - r0);
     const void* src[kScoreRows];
-    for (std::int64_t i = 0; i < rr; ++i) src[i] = q_row(a, r0 + i);
+    for (std::int64_t i = 0; i < rr; ++i, u.next(a)) src[i] = q_row(a, u, a.q);
     float* sliver = q + r0 / kScoreRows * kSliverStride * dim;
     for (std::int64_t d = 0; d < dim; d += 8) {
       __m256 x[8];
@@ -277,10 +280,11 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // attention cross, f32, alternating, 3 rounds, ms at 1 / 2 threads:
     // 18.4 / 9.9 -> 15.9 / 9.1).
     const bool last = tb + width >= t_end;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      if (last) prefetch_task_ends(a, out, r);
+    u = UnitRow(a, 0);
+    for (std::int64_t r = 0; r < rows; ++r, u.next(a)) {
+      if (last) prefetch_task_ends(a, out, r, u);
       alpha[r] = m[r];
-      row_sum[r] = softmax_row(a, s + r * width, vectors, visible[r], mask_row(a, r, tb), m[r]);
+      row_sum[r] = softmax_row(a, s + r * width, vectors, visible[r], mask_row(a, u, tb), m[r]);
     }
     for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
 

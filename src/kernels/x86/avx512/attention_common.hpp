@@ -168,16 +168,16 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
   // 10-13 % faster. (The f32 flash kernel requests them earlier, in its last
   // block; the bf16 ones measured slower so.)
   const std::int64_t row_bytes = dim * bytes_of(out.o_dtype);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    if (r + 4 < rows) prefetch_lines<_MM_HINT_T0>(out_row(a, out, r + 4), row_bytes);
-    const std::int64_t pos = r / a.group, head = r % a.group;
+  UnitRow u(a, 0), ahead(a, 4);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a), ahead.next(a)) {
+    if (r + 4 < rows) prefetch_lines<_MM_HINT_T0>(out_row(a, out, ahead), row_bytes);
     const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
     const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
-    char* orow = out_row(a, out, r);
+    char* orow = out_row(a, out, u);
     for_each16(dim, [&](std::int64_t d, __mmask16 mask) {
       store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
     });
-    if (out.lse) out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+    if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
   }
 }
 

@@ -77,9 +77,10 @@ static void score_rows(const float* q, std::int64_t rows, std::int64_t dim, std:
   });
 }
 
-// O[RR][c : c + w] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + w], w =
-// 16 NV (+ 8 with Half: a head dim of 16 j + 8 takes its last 8 features in
-// a 256-bit vector, at the cost of 8 lanes, not 16: SD's 40-wide heads).
+// O[RR][c : c + w] = alpha · O + P[RR][0 : n] · V[0 : n][c : c + w] (no
+// alpha: O = P V, O not read), w = 16 NV (+ 8 with Half: a head dim of 16 j
+// + 8 takes its last 8 features in a 256-bit vector, at the cost of 8 lanes,
+// not 16: SD's 40-wide heads).
 // RR (NV + Half + 1) + 1 <= 32 registers: accumulators, broadcasts, one V vector.
 template <int NV, bool Half = false>
 constexpr int pv_rows() { return std::min(8, 31 / (NV + Half + 1)); }
@@ -91,6 +92,12 @@ static void pv_tile(const float* p, std::int64_t width, const float* alpha, floa
   [[maybe_unused]] __m256 tail[RR];
 #pragma GCC unroll 8
   for (int i = 0; i < RR; ++i) {
+    if (!alpha) {  // the first block: O starts here
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+      if constexpr (Half) tail[i] = _mm256_setzero_ps();
+      continue;
+    }
     const __m512 a = _mm512_set1_ps(alpha[i]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_mul_ps(a, _mm512_loadu_ps(o + i * dim + c + 16 * v));
@@ -128,7 +135,7 @@ template <int RR, int NV, bool Half = false>
 static void pv_chunk(const float* p, std::int64_t width, const float* alpha, float* o, std::int64_t rows,
                      std::int64_t dim, const float* const* vrow, const std::int64_t* visible, std::int64_t c) {
   for_row_tiles<RR>(rows, visible, [&](auto tile, std::int64_t r, std::int64_t keys) {
-    pv_tile<tile(), NV, Half>(p + r * width, width, alpha + r, o + r * dim, dim, vrow, keys, c);
+    pv_tile<tile(), NV, Half>(p + r * width, width, alpha ? alpha + r : nullptr, o + r * dim, dim, vrow, keys, c);
   });
 }
 
@@ -163,7 +170,7 @@ static void pv_rows_all(const float* p, std::int64_t width, const float* alpha, 
 }  // namespace
 
 void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const AttentionOutput& out) {
-  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 15) / 16 * 16, rows = a.rows, group = a.group;
+  const std::int64_t head_dim = a.head_dim, dim = (head_dim + 15) / 16 * 16, rows = a.rows;
   const std::int64_t t_end = visible_keys_end(a, t1);
   const std::int64_t width = std::clamp<std::int64_t>((t_end - t0 + kKeys - 1) / kKeys * kKeys, kKeys, kBlockKeys);
 
@@ -179,7 +186,8 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   float* row_sum = alpha + rows;
   auto* limit = reinterpret_cast<std::int64_t*>((reinterpret_cast<std::uintptr_t>(row_sum + rows) + 7) & ~std::uintptr_t(7));
   std::int64_t* visible = limit + rows;
-  for (std::int64_t r = 0; r < rows; ++r) limit[r] = a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) limit[r] = a.causal ? std::min(t_end, u.pos + a.causal_offset + 1) : t_end;
   float* kt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, sizeof(float) * dim * width * 2));
   float* vb = kt + dim * width;
 
@@ -190,13 +198,15 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // The rows of q are usually a page apart ([B, S, H, D]) and read once:
   // request all their lines before the first is needed (the previous task
   // asked for them too, see the softmax loop).
-  for (std::int64_t r = 0; r < rows; ++r) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, r)), head_dim * bytes_of(a.q_dtype));
+  u = UnitRow(a, 0);
+  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
   // Each row is addressed once: with its address (two divisions) per 16
   // features, q took ~11 % of cross-attention's 77 keys (perf, f32).
+  u = UnitRow(a, 0);
   for (std::int64_t r0 = 0; r0 < rows; r0 += 16) {
     const std::int64_t rr = std::min<std::int64_t>(16, rows - r0);
     const void* src[16];
-    for (std::int64_t i = 0; i < rr; ++i) src[i] = q_row(a, r0 + i);
+    for (std::int64_t i = 0; i < rr; ++i, u.next(a)) src[i] = q_row(a, u, a.q);
     for_each16(head_dim, [&](std::int64_t d, __mmask16 features) {  // whole vectors unmasked (vec.hpp)
       __m512 x[16];
       for (std::int64_t i = 0; i < 16; ++i)
@@ -208,7 +218,6 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
       }
     });
   }
-  std::fill(o, o + rows * dim, 0.0f);
   std::fill(m, m + rows, kNegInf);
   std::fill(l, l + rows, 0.0f);
 
@@ -259,9 +268,10 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     // q are requested (prefetch_task_ends).
     const std::int64_t vectors = (n + 15) / 16;
     const bool last = tb + width >= t_end;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    u = UnitRow(a, 0);
+    for (std::int64_t r = 0; r < rows; ++r, u.next(a)) {
       pf.issue(int(r), int(rows));
-      if (last) prefetch_task_ends(a, out, r);
+      if (last) prefetch_task_ends(a, out, r, u);
       float* sr = s + r * width;
       const std::int64_t valid = visible[r];
       alpha[r] = m[r];
@@ -273,7 +283,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         clear();
         continue;
       }
-      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, (r / group) * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
       // Every lane of every vector visible and no mask: nothing to mask.
       const bool whole = valid == 16 * vectors && !mrow;
       __m512 vmax = _mm512_set1_ps(kNegInf);
@@ -305,8 +315,10 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
     }
     for (std::int64_t r = 0; r < rows; r += 16) rescale_rows16(alpha + r, m + r, row_sum + r, alpha + r, l + r, tail_mask(rows - r));
 
-    // 3. O = alpha O + P V.
-    pv_rows_all(s, width, alpha, o, rows, dim, head_dim, vrow, visible);
+    // 3. O = alpha O + P V; the first block writes O without reading it
+    //    (every row's tile is written, keys or not: for_row_tiles), so O
+    //    needs no zeros first.
+    pv_rows_all(s, width, tb == t0 ? nullptr : alpha, o, rows, dim, head_dim, vrow, visible);
   }
 
   finish_rows(a, out, o, dim, m, l);

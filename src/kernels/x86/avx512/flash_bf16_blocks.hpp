@@ -105,13 +105,13 @@ struct Bf16FlashRows {
     vp = kp + (dim / 32) * (keys / 16) * kTileBytes;
     // The rows of q are usually a page apart ([B, S, H, D]) and read once:
     // request all their lines before the first is copied.
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t b = 0; b < head_dim * bytes_of(a.q_dtype); b += 64)
-        _mm_prefetch(static_cast<const char*>(q_row(a, r)) + b, _MM_HINT_T1);
-    for (std::int64_t r = 0; r < rows_pad; ++r) {
+    UnitRow u(a, 0);
+    for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
+    u = UnitRow(a, 0);
+    for (std::int64_t r = 0; r < rows_pad; ++r, u.next(a)) {
       auto* qr = q + r * dim;
       if (r < rows) {
-        const void* src = q_row(a, r);
+        const void* src = q_row(a, u, a.q);
         if (a.q_dtype == DType::bf16) {
           std::copy_n(static_cast<const std::uint16_t*>(src), head_dim, qr);
         } else {  // f32 q under FpMath::bf16 (kernels/attention.cpp, bf16_q): rounded here, once
@@ -126,7 +126,7 @@ struct Bf16FlashRows {
       std::fill(o + r * dim, o + (r + 1) * dim, 0.0f);
       m[r] = kNegInf;
       l[r] = 0.0f;
-      limit[r] = r >= rows ? 0 : a.causal ? std::min(t_end, r / group + a.causal_offset + 1) : t_end;
+      limit[r] = r >= rows ? 0 : a.causal ? std::min(t_end, u.pos + a.causal_offset + 1) : t_end;
     }
   }
 
