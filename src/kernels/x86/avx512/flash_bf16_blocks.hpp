@@ -51,7 +51,17 @@ static inline void pack_v_tiles(const KvRows<kBf16FlashShortKeys>& rows, std::in
   for (std::int64_t j = 0; j < keys / 2; ++j) {
     const auto* even = 2 * j < n ? static_cast<const std::uint16_t*>(rows.v[2 * j]) : nullptr;
     const auto* odd = 2 * j + 1 < n ? static_cast<const std::uint16_t*>(rows.v[2 * j + 1]) : nullptr;
-    for (std::int64_t col = 0; col < dim; col += 16) {
+    std::int64_t col = 0;
+    // 32 columns of both keys at once: the pairs interleaved within 128-bit
+    // lanes (unpack), then the lanes put in column order (two permutes).
+    for (; even && odd && col + 32 <= head_dim; col += 32) {
+      const __m512i e = _mm512_loadu_si512(even + col), o = _mm512_loadu_si512(odd + col);
+      const __m512i lo = _mm512_unpacklo_epi16(e, o), hi = _mm512_unpackhi_epi16(e, o);  // columns 8L + 0..3, 8L + 4..7 of lane L
+      char* tile = out + ((j / 16) * (dim / 16) + col / 16) * kTileBytes + 64 * (j % 16);
+      _mm512_store_si512(tile, _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), hi));
+      _mm512_store_si512(tile + kTileBytes, _mm512_permutex2var_epi64(lo, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), hi));
+    }
+    for (; col < dim; col += 16) {
       const __mmask16 cols = tail_mask(std::max<std::int64_t>(0, head_dim - col));
       const __m512i e = even ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cols, even + col)) : _mm512_setzero_si512();
       const __m512i o = odd ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cols, odd + col)) : _mm512_setzero_si512();
