@@ -215,6 +215,16 @@ static inline const void* q_row(const AttentionArgs& a, UnitRow u, const void* q
 }
 static inline const void* q_row(const AttentionArgs& a, std::int64_t r) { return q_row(a, UnitRow(a, r), a.q); }
 
+// The lines of every row of the unit's q, requested into L2 at a flash
+// task's start: the rows are usually a page apart ([B, S, H, D]) and read
+// once, so all of them are asked for before the first is needed (the
+// previous task asked for them too, prefetch_task_ends).
+static inline void prefetch_q_rows(const AttentionArgs& a) {
+  UnitRow u(a, 0);
+  for (std::int64_t r = 0; r < a.rows; ++r, u.next(a))
+    prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), a.head_dim * bytes_of(a.q_dtype));
+}
+
 // A row of the final output (as q_row).
 static inline char* out_row(const AttentionArgs& a, const AttentionOutput& out, UnitRow u) {
   return static_cast<char*>(advance(out.o, out.o_dtype, u.pos * out.o_pos_stride + u.head * out.o_head_stride));

@@ -216,11 +216,9 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // q, scaled, into slivers by 8 x 8 transposes of 6 rows (and 2 of zeros),
   // each row addressed once (stored a float at a time, with the row's
   // address and its two divisions per 8 features, q took a tenth of the time
-  // of cross-attention's 77 keys). Its rows are usually a page apart
-  // ([B, S, H, D]) and read once: request all their lines before the first is
-  // needed (the previous task asked for them too, see the softmax loop).
-  u = UnitRow(a, 0);
-  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
+  // of cross-attention's 77 keys). Its lines are requested first
+  // (prefetch_q_rows).
+  prefetch_q_rows(a);
   u = UnitRow(a, 0);
   const __m256 scale = _mm256_set1_ps(a.scale);
   for (std::int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {

@@ -195,11 +195,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // q, scaled, into slivers: 16 rows x 16 features transposed in registers,
   // the two halves of each transposed vector going to two 8-row slivers.
   static_assert(kScoreRows == 8);
-  // The rows of q are usually a page apart ([B, S, H, D]) and read once:
-  // request all their lines before the first is needed (the previous task
-  // asked for them too, see the softmax loop).
-  u = UnitRow(a, 0);
-  for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
+  prefetch_q_rows(a);
   // Each row is addressed once: with its address (two divisions) per 16
   // features, q took ~11 % of cross-attention's 77 keys (perf, f32).
   u = UnitRow(a, 0);

@@ -113,11 +113,8 @@ struct Bf16FlashRows {
     pf.row_bytes = 2 * head_dim;
     kp = static_cast<char*>(thread_scratch(ScratchSlot::b_panel, std::size_t(dim / 32) * (keys / 16) * 2 * kTileBytes));
     vp = kp + (dim / 32) * (keys / 16) * kTileBytes;
-    // The rows of q are usually a page apart ([B, S, H, D]) and read once:
-    // request all their lines before the first is copied.
+    prefetch_q_rows(a);
     UnitRow u(a, 0);
-    for (std::int64_t r = 0; r < rows; ++r, u.next(a)) prefetch_lines<_MM_HINT_T1>(static_cast<const char*>(q_row(a, u, a.q)), head_dim * bytes_of(a.q_dtype));
-    u = UnitRow(a, 0);
     for (std::int64_t r = 0; r < rows_pad; ++r, u.next(a)) {
       auto* qr = q + r * dim;
       if (r < rows) {

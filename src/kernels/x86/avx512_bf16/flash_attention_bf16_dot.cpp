@@ -28,11 +28,11 @@ constexpr std::int64_t kScoreQuarters = 3;
 constexpr std::int64_t kPvRows = 4;
 constexpr std::int64_t kPvVectors = 4;
 
-// acc += the bf16 pair at `pair` (broadcast) times the 16 pairs of `b`.
-static inline __m512 dot_pair(__m512 acc, const std::uint16_t* pair, __m512i b) {
+// The bf16 pair at `pair` in every 32-bit lane, for vdpbf16ps against tile rows.
+static inline __m512bh broadcast_pair(const void* pair) {
   std::int32_t bits;
   std::memcpy(&bits, pair, sizeof(bits));
-  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(bits), (__m512bh)b);
+  return (__m512bh)_mm512_set1_epi32(bits);
 }
 
 // Scores of RR rows of q (bf16, `dim` apart) for the 16 QN keys of quarters
@@ -65,9 +65,7 @@ static void score_tile(const std::uint16_t* q, std::int64_t dim, std::int64_t he
     for (int h = 0; h < QN; ++h) k[h] = _mm512_load_si512(tile + h * kTileBytes + 64 * j);
 #pragma GCC unroll 16
     for (int i = 0; i < RR; ++i) {
-      std::int32_t bits;
-      std::memcpy(&bits, base[i / 3] + (i % 3) * row_bytes + 4 * j, sizeof(bits));
-      const __m512bh pair = (__m512bh)_mm512_set1_epi32(bits);
+      const __m512bh pair = broadcast_pair(base[i / 3] + (i % 3) * row_bytes + 4 * j);
       for (int h = 0; h < QN; ++h) acc[i][h] = _mm512_dpbf16_ps(acc[i][h], pair, (__m512bh)k[h]);
     }
   };
@@ -108,8 +106,8 @@ static void pv_tile(const std::uint16_t* p, std::int64_t keys, const float* alph
       for (int v = 0; v < NV; ++v) x[v] = _mm512_load_si512(t0 + v * kTileBytes + 64 * j);
 #pragma GCC unroll 16
       for (int i = 0; i < RR; ++i) {
-        const std::uint16_t* pair = p + i * keys + 32 * step + 2 * j;
-        for (int v = 0; v < NV; ++v) acc[i][v] = dot_pair(acc[i][v], pair, x[v]);
+        const __m512bh pair = broadcast_pair(p + i * keys + 32 * step + 2 * j);
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], pair, (__m512bh)x[v]);
       }
     }
   }
