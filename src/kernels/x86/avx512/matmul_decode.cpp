@@ -10,12 +10,6 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 constexpr std::int64_t kMaxRows = 4;   // 4 rows x 2 panels x 2 halves = 16 accumulators
-// Bytes of prefetch ahead of each panel stream (measured: 4-16 KiB all
-// within noise), into L2: four streams 8 KiB ahead are a whole 32 KiB L1,
-// where the lines were evicted before use (AMD EPYC, Zen 4, bench gemm
-// --m 1, alternating binaries, 1 thread: f32 17-23 -> 23-27 GB/s, int4
-// 12-14 -> 17; 4 KiB ahead into L1 was slower than this).
-constexpr std::int64_t kAhead = 8192;
 
 // Row k of one f32 panel as 32 lanes (two registers).
 inline void weight_row(const std::uint8_t* panel, std::int64_t k, __m512& w0, __m512& w1) {
@@ -78,7 +72,7 @@ void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::i
     }
   };
   GroupScales gs[P] = {};  // past `panels`: the last panel's again
-  const std::int64_t ahead = groups_ahead(b, kAhead);
+  const std::int64_t ahead = groups_ahead(b, kPanelStreamAhead);
   for (std::int64_t g0 = 0; g0 < b.k; g0 += group) {
     if constexpr (kQuantized)
       for (int j = 0; j < P; ++j) {
@@ -97,7 +91,7 @@ void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::i
 #pragma GCC unroll 4
         for (int j = 0; j < P; ++j) {
           const std::uint8_t* r = panel[j] + at;
-          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(r + kPanelStreamAhead), _MM_HINT_T1);
           const __m512i d = _mm512_load_si512(r);
           even[j] = bf16_even(d);
           odd[j] = bf16_odd(d);
@@ -113,7 +107,7 @@ void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::i
 #pragma GCC unroll 4
         for (int j = 0; j < P; ++j) {
           const std::uint8_t* r = panel[j] + at;
-          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(r + kPanelStreamAhead), _MM_HINT_T1);
           d[j] = _mm512_load_si512(r);
         }
         const bool u = b.zeros != nullptr;
@@ -128,10 +122,10 @@ void decode_panels(const MatmulArgs& p, const float* a, std::int64_t lda, std::i
     } else {
       for (std::int64_t k = g0; k < g1; ++k) {
         // The hardware prefetcher stops at page boundaries: each panel's
-        // stream runs kAhead bytes ahead of itself (a row: two lines).
+        // stream runs kPanelStreamAhead bytes ahead of itself (a row: two lines).
         for (int j = 0; j < P; ++j) {
-          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kAhead), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kAhead + 64), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kPanelStreamAhead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * row_bytes + kPanelStreamAhead + 64), _MM_HINT_T1);
         }
         __m512 w[2 * P];
         for (int j = 0; j < P; ++j) weight_row(panel[j], k, w[2 * j], w[2 * j + 1]);
@@ -162,7 +156,7 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
   __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  const std::int64_t ahead = groups_ahead(b, kAhead);
+  const std::int64_t ahead = groups_ahead(b, kPanelStreamAhead);
   for (std::int64_t g0 = 0; g0 < b.k; g0 += b.group_size) {
     for (int j = 0; j < panels; ++j) prefetch_group_params(b, g0 / b.group_size + ahead, n + j * kPanelCols);
     const std::int64_t g1 = std::min(b.k, g0 + b.group_size);
@@ -209,7 +203,8 @@ void decode_i4(const MatmulArgs& p, const float* a, std::int64_t lda, std::int64
     std::int64_t k = g0;
     for (; k < g1 && k % 4 != 0; ++k) step(k);  // a group that starts inside a quad
     for (; k + 4 <= g1; k += 4) {  // a 64-byte line of each panel per 4 k
-      for (int j = 0; j < panels; ++j) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kAhead), _MM_HINT_T1);
+      for (int j = 0; j < panels; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(panel[j] + k * 16 + kPanelStreamAhead), _MM_HINT_T1);
       quad(k);
     }
     for (; k < g1; ++k) step(k);

@@ -130,6 +130,19 @@ static inline void i4_block_row(__m512i block, __m512i& lo, __m512i& hi) {
   hi = E == 3 ? _mm512_srli_epi32(block, 28) : _mm512_and_si512(_mm512_srli_epi32(block, 8 * E + 4), nibble);
 }
 
+// How far ahead of itself each panel stream of the decode kernels
+// (matmul_decode.cpp, avx512_bf16/matmul_decode_vnni.cpp and
+// matmul_quantized_vnni.cpp) asks for its lines, into L2: the hardware
+// prefetcher stops at page boundaries. 8 KiB (measured on Zen 4 within
+// noise of 4-16 KiB, and into L2 because four streams that far ahead filled
+// its 32 KiB L1) ran 1.1-1.25x slower than 2 KiB at M = 1 on AMD EPYC
+// Turin: 4096 x 4096, cold, the distances alternating in one process (21
+// rounds), time at 2 KiB over 8 KiB, 1 / 2 threads: f32 0.96 / 0.90, bf16
+// 0.83 / 0.87-0.88, W8A8 0.90 / 0.92, weight-only int8 0.81 / 0.89, int4
+// 0.76-0.80 / 0.80; 1 KiB about the same, 4 KiB in between; at M = 4 (one
+// or two streams) every distance from 1.5 to 8 KiB within 3 %.
+constexpr std::int64_t kPanelStreamAhead = 2048;
+
 // A panel's scales and zero points of group g (32 columns from n, a panel's
 // start) into L2, for a decode loop to ask for a group ahead: a load that
 // misses stalls the loop on every group (AMD EPYC, Zen 4, when the groups

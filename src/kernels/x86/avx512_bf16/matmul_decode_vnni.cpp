@@ -11,7 +11,6 @@ namespace {
 using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
 
 constexpr std::int64_t kMaxRows = 4;
-constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as the f32 decode's
 
 // C[m0 : m0 + ROWS, n : n + 32 P] over all of K, P panels streamed side by
 // side: one row of A keeps four streams in flight (measured: 83 % of the
@@ -41,7 +40,7 @@ void decode_panels(const MatmulArgs& p, const std::uint32_t* a, std::int64_t lda
     __m512i w[P];
 #pragma GCC unroll 4
     for (int j = 0; j < P; ++j) {
-      if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kAhead), _MM_HINT_T1);
+      if (j < panels) _mm_prefetch(reinterpret_cast<const char*>(panel[j] + at + kPanelStreamAhead), _MM_HINT_T1);
       w[j] = _mm512_load_si512(panel[j] + at);
     }
 #pragma GCC unroll 4

@@ -13,7 +13,6 @@ namespace {
 using namespace avx512;  // this level extends AVX-512: its helpers apply as they are
 
 constexpr std::int64_t kMaxRows = 4;
-constexpr std::int64_t kAhead = 8192;  // prefetch distance per panel stream, as the other decode kernels'
 // How A's rows enter the dot products (vpdpbusd, 4 k per lane, the weights
 // the unsigned bytes): int8 steps quantized by the op's pre-pass (W4A8),
 // or int16 steps quantized here (weight-only), each split into a high and a
@@ -63,7 +62,7 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
   __m512 acc[ROWS][2 * P];
   for (auto& row : acc)
     for (__m512& v : row) v = _mm512_setzero_ps();
-  const std::int64_t ahead = groups_ahead(b, kAhead);
+  const std::int64_t ahead = groups_ahead(b, kPanelStreamAhead);
   for (std::int64_t g = 0; g < ahead; ++g)
     for (int j = 0; j < panels; ++j) prefetch_group_params(b, g, column(2 * j));
   for (std::int64_t blk = 0; blk < bl.count; ++blk) {
@@ -84,7 +83,8 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
 #pragma GCC unroll 4
         for (int j = 0; j < P; ++j) {
           const std::uint8_t* r = panel[j] + q * 64;
-          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);  // past `panels`: the last panel again, harmless
+          // Past `panels`: the last panel again, harmless.
+          _mm_prefetch(reinterpret_cast<const char*>(r + kPanelStreamAhead), _MM_HINT_T1);
           const __m512i d = _mm512_load_si512(r);
           const __m512i w[2] = {_mm512_and_si512(d, low), _mm512_and_si512(d, high)};
 #pragma GCC unroll 4
@@ -102,7 +102,7 @@ void dot_panels(const MatmulArgs& p, const StagedA& a, const Blocks& bl, std::in
 #pragma GCC unroll 4
         for (int j = 0; j < P; ++j) {
           const std::uint8_t* r = panel[j] + at;
-          _mm_prefetch(reinterpret_cast<const char*>(r + kAhead), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(r + kPanelStreamAhead), _MM_HINT_T1);
           const __m512i w = _mm512_xor_si512(_mm512_load_si512(r), flip);
 #pragma GCC unroll 4
           for (int i = 0; i < ROWS; ++i)
