@@ -86,7 +86,7 @@ struct F32Traits : F32SumsTraits {
 // RowsA, MR rows lda units apart; B is a panel slice, one sequential stream.
 template <class Traits, int MR, bool RowsA>
 void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, std::int64_t lda, const char* b, float* part,
-                        std::int64_t ldp, bool first, const char* prefetch, std::int64_t prefetch_bytes, bool prefetch_l2) {
+                        std::int64_t ldp, bool first, const char* prefetch, std::int64_t prefetch_bytes) {
   __m512 acc[2 * MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
@@ -116,15 +116,11 @@ void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, st
     }
   };
   // Prefetches spread over the K loop (a few lines per 8 steps), so they
-  // never fill the line-fill buffers and stall the FMAs; into L2 when they
-  // would not fit L1 beside what the micro-tile streams.
+  // never fill the line-fill buffers and stall the FMAs.
   const std::int64_t lines = prefetch_bytes / 64, per8 = (lines + std::max<std::int64_t>(1, units / 8) - 1) / std::max<std::int64_t>(1, units / 8);
   std::int64_t u = 0, off = 0;
   for (; u + 8 <= units; u += 8) {
-    for (std::int64_t j = 0; j < per8 && off < prefetch_bytes; ++j, off += 64) {
-      if (prefetch_l2) _mm_prefetch(prefetch + off, _MM_HINT_T1);
-      else _mm_prefetch(prefetch + off, _MM_HINT_T0);
-    }
+    for (std::int64_t j = 0; j < per8 && off < prefetch_bytes; ++j, off += 64) _mm_prefetch(prefetch + off, _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v) step(u + v);
   }
@@ -138,7 +134,7 @@ void blocked_micro_tile(const Traits& tr, std::int64_t units, const float* a, st
 
 template <class Traits>
 using BlockedMicroTile = void (*)(const Traits&, std::int64_t, const float*, std::int64_t, const char*, float*, std::int64_t,
-                                  bool, const char*, std::int64_t, bool);
+                                  bool, const char*, std::int64_t);
 
 template <class Traits, bool RowsA, int... MR>
 constexpr auto blocked_micro_tiles(std::integer_sequence<int, MR...>) {
@@ -182,29 +178,27 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
     const std::int64_t kc = std::min(kb, p.k - k0), units = (kc + uk - 1) / uk;
     const char* panel = tr.b_panel(p, n, n1, k0, kc, b_buf);
     tr.panel_ready(p, n, k0);
-    // Packed weights stream from L3 or memory. K in slices (many rows):
-    // each micro-tile pulls in a share of the next panel while this one is
-    // hot in L1. Whole K (few rows): the first micro-tile streams the panel
-    // from memory, 4 KiB ahead of itself (the hardware prefetcher stops at
-    // page boundaries); the others find it in L2.
+    // Packed weights stream from L3 or memory. One or two micro-tiles of
+    // rows (whole K, or panel after panel in K slices): the first streams
+    // the panel from memory, 8 KiB ahead of itself (the hardware prefetcher
+    // stops at page boundaries); the other finds it in L1 or L2. Before, the
+    // slices went panel after panel with each micro-tile sending a share of
+    // the next slice to L2, 1.05-1.2x slower (AMD EPYC Turin, 4096 x 4096
+    // cold, in one process alternating, 15 rounds, time at 8 KiB over the
+    // shares at 1 / 2 threads: M = 16 f32 0.96-0.97 / 0.96, bf16 0.95 /
+    // 0.95, W8A8 0.91 / 0.92; M = 24 f32 0.87 / 0.88, bf16 0.91 / 0.83, W8A8
+    // 0.85 / 0.87; 6 KiB a little behind, 2 and 12 KiB behind; whole K, M 8
+    // and 14, 8 KiB within noise of the 4 it had). K in slices (many rows):
+    // each micro-tile pulls in a share of the next panel's slice while this
+    // one is hot in L1.
     const std::int64_t panel_bytes = round_up(kc, grain) / uk * kRowBytes;
-    // One or two micro-tiles of rows take K slices that fill L1 with the
-    // panel's and their A's (blocked_tiling), so the next panel's slice
-    // goes to L2: into L1 it evicted the one in use (AMD EPYC, 32 KiB L1,
-    // M = 16 cold, in-process A/B: bf16 164 -> 181 GFLOP/s, f32 83 -> 95;
-    // with many micro-tiles, L1 measured 2 % faster). Panel after panel,
-    // the next slice is the one that follows in memory.
     const bool packed = panel != b_buf;
     const char* next = panel;
     std::int64_t share = 0, shares = slivers;
-    bool next_l2 = false;
-    if (packed && kc == p.k) {
-      next += 4096, share = panel_bytes, shares = 1;
-    } else if (packed && panel_major && (k0 + kc < p.k || n + kPanelCols < n1)) {
-      next += panel_bytes, share = round_up(panel_bytes / slivers, 64), next_l2 = true;
+    if (packed && (kc == p.k || panel_major)) {
+      next += 8192, share = panel_bytes, shares = 1;
     } else if (packed && n + kPanelCols < n1) {
       next += padded_k(p.packed->dtype, p.packed->k) * panel_row_bytes(p.packed->dtype), share = round_up(panel_bytes / slivers, 64);
-      next_l2 = slivers <= 2;
     }
     for (std::int64_t m = m0, s = 0; m < m1; m += mr_max, ++s) {
       const std::int64_t mr = std::min(mr_max, m1 - m);
@@ -212,7 +206,7 @@ static void blocked_gemm(Traits& tr, const MatmulArgs& p, const MatmulTiling& t,
       if (k0 + kc == p.k) prefetch_epilogue(p, mr, m, n);
       const float* a = a_rows ? reinterpret_cast<const float*>(a_rows + (m * p.a_row_stride + k0) * a_elem) : a_slice + (m - m0) * units;
       micro_tiles[mr](tr, units, a, a_rows ? a_units_per_row : mr_max, panel, tile, ldp, k0 == 0, next + s * share,
-                      s < shares ? share : 0, next_l2);
+                      s < shares ? share : 0);
       if (k0 + kc == p.k) tr.epilogue(p, tile, ldp, mr, m, n, n1);
     }
   };

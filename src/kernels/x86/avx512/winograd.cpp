@@ -198,7 +198,7 @@ void winograd_f43_kernel_gemm(const PackedB& w, std::int64_t cig, const float* v
         for (std::int64_t r = 0; r < count; r += mr)
           kMicroTiles[std::size_t(std::min(mr, count - r))](traits, kc, v + s * v_plane + r * ld_v + c0, ld_v,
                                                            reinterpret_cast<const char*>(u + s * kSlab),
-                                                           m + s * m_plane + r * ld_m + n, ld_m, c0 == 0, nullptr, 0, false);
+                                                           m + s * m_plane + r * ld_m + n, ld_m, c0 == 0, nullptr, 0);
     }
 }
 
