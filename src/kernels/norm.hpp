@@ -44,6 +44,7 @@ struct NormArgs {
   std::int64_t y_row_stride, y_col_stride;
   float eps;
   bool stream_y;  // streaming stores for y (RowTiling::stream_output)
+  bool prefetch_l1 = false;  // the next rows into L1, else L2 (RowTiling::prefetch_l1)
   NormOutputBlock output;
 };
 

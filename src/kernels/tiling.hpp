@@ -47,6 +47,9 @@ struct RowProblem {
 struct RowTiling {
   std::int64_t rows_per_task;
   bool stream_output;  // as ElementwiseTiling's
+  // The norm kernels fetch the next rows into L1 where it holds 48 KiB or
+  // more, else into L2 (avx512/norm_rows.hpp).
+  bool prefetch_l1 = false;
 };
 // Rows per task so that a task moves at least ~64 KiB and each core gets a
 // share; `work` as elementwise_tiling's.

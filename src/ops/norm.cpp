@@ -60,7 +60,7 @@ class NormPlan final : public Plan {
           gamma ? in[gamma_at_].data() : nullptr, gamma ? gamma->strides[0] : 0,
           beta ? in[beta_at_].data() : nullptr, beta ? beta->strides[0] : 0,
           nullptr, rows_.inner_strides[3], y.strides[last],
-          attrs_.eps, tiling_.stream_output, output_};
+          attrs_.eps, tiling_.stream_output, tiling_.prefetch_l1, output_};
       parallel_over(stream.pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 4>& off, std::int64_t r0, std::int64_t r1) {
                       kernels::NormArgs a = args;
