@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/tiling.hpp"
+
 namespace tessera::kernels {
 
 namespace {
@@ -85,8 +87,8 @@ AttentionTiling decode_tiling(const AttentionProblem& p, const hw::Info& hw) {
   const std::int64_t splits = std::max<std::int64_t>(1, (4 * p.threads + p.units - 1) / std::max<std::int64_t>(1, p.units));
   std::int64_t keys = (p.kv_len + splits - 1) / splits;
   keys = std::max(kMinKeys, (keys + 31) / 32 * 32);
-  // Prefetches into L1 where it holds 48 KiB (avx512/attention_common.hpp, Prefetcher).
-  return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys, hw.l1d_bytes >= (48 << 10)};
+  // The Prefetcher's next block (x86/attention_rows.hpp).
+  return {std::max<std::int64_t>(1, p.positions), keys >= p.kv_len ? 0 : keys, prefetch_next_into_l1(hw)};
 }
 
 // The bf16 flash kernels (AMX tiles, AVX512-BF16 dot products on the same

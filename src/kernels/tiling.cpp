@@ -22,7 +22,7 @@ RowTiling row_tiling(const RowProblem& p, const hw::Info& hw, int work) {
   const std::int64_t bytes_per_element = bytes_of(p.x) + bytes_of(p.y);
   return {std::max<std::int64_t>(1, std::min(share, std::max(min_rows, (share + 3) / 4))),
           p.rows * p.cols * bytes_per_element > hw.l3_bytes && !arithmetic_bound(work, bytes_per_element),
-          hw.l1d_bytes >= (48 << 10)};
+          prefetch_next_into_l1(hw)};
 }
 
 bool row_vectorizable(const RowProblem& p) {

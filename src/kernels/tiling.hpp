@@ -44,12 +44,15 @@ struct RowProblem {
   bool unit_stride;   // x, y and gamma all have stride 1 along cols
 };
 
+// Whether kernels that fetch their next rows or key block ahead of use put
+// them in L1: where it holds 48 KiB (AMD EPYC Turin, Sapphire Rapids), not
+// where it holds 32 (Zen 4: the fetched lines evicted the ones in use).
+inline bool prefetch_next_into_l1(const hw::Info& hw) { return hw.l1d_bytes >= (48 << 10); }
+
 struct RowTiling {
   std::int64_t rows_per_task;
   bool stream_output;  // as ElementwiseTiling's
-  // The norm kernels fetch the next rows into L1 where it holds 48 KiB or
-  // more, else into L2 (avx512/norm_rows.hpp).
-  bool prefetch_l1 = false;
+  bool prefetch_l1 = false;  // the norm kernels' next rows (prefetch_next_into_l1; avx512/norm_rows.hpp)
 };
 // Rows per task so that a task moves at least ~64 KiB and each core gets a
 // share; `work` as elementwise_tiling's.

@@ -197,6 +197,12 @@ struct UnitRow {
   }
 };
 
+// A row's additive mask from key t, or nullptr.
+static inline const void* mask_row(const AttentionArgs& a, UnitRow u, std::int64_t t) {
+  if (!a.mask) return nullptr;
+  return advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride + t * a.mask_key_stride);
+}
+
 // The rows' views for keys up to t1 (q rows and the output go by the same
 // position and head); returns the end of the keys any row sees.
 static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1, RowView* view) {
@@ -204,7 +210,7 @@ static inline std::int64_t decode_views(const AttentionArgs& a, std::int64_t t1,
   UnitRow u(a, 0);
   for (std::int64_t r = 0; r < a.rows; ++r, u.next(a)) {
     view[r].limit = a.causal ? std::min(t_end, u.pos + a.causal_offset + 1) : t_end;
-    view[r].mask = a.mask ? advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride) : nullptr;
+    view[r].mask = mask_row(a, u, 0);
   }
   return t_end;
 }

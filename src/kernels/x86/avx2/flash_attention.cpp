@@ -106,12 +106,6 @@ static void convert_block(const KvRows<kBlockKeys>& block, std::int64_t n, std::
       _mm256_store_ps(vb + i * dim + d, load_kv8<T>(block.v[i], d, block.v_scale[i], head_dim - d));
 }
 
-// Row r's additive mask at key t, or nullptr.
-static inline const void* mask_row(const AttentionArgs& a, UnitRow u, std::int64_t t) {
-  if (!a.mask) return nullptr;
-  return advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride + t * a.mask_key_stride);
-}
-
 // S[RR rows][8 H] = Q[RR][D] · kt[D][8 H]; kt and S rows are `width` floats apart.
 template <int RR, int H>
 static void score_tile(const float* q, std::int64_t features, const float* kt, float* s, std::int64_t width) {

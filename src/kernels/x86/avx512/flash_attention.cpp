@@ -279,7 +279,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
         clear();
         continue;
       }
-      const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, u.pos * a.mask_pos_stride + u.head * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+      const void* mrow = mask_row(a, u, tb);
       // Every lane of every vector visible and no mask: nothing to mask.
       const bool whole = valid == 16 * vectors && !mrow;
       __m512 vmax = _mm512_set1_ps(kNegInf);

@@ -174,8 +174,7 @@ struct Bf16FlashRows {
       if (valid == keys && !a.mask) {
         for (std::int64_t v = 0; v < vectors; ++v) x[v] = _mm512_mul_ps(scale, _mm512_load_ps(sr + 16 * v));
       } else {
-        const std::int64_t pos = r / group;
-        const void* mrow = a.mask ? advance(a.mask, a.mask_dtype, pos * a.mask_pos_stride + (r % group) * a.mask_head_stride + tb * a.mask_key_stride) : nullptr;
+        const void* mrow = mask_row(a, UnitRow(a, r), tb);
         for (std::int64_t v = 0; v < vectors; ++v) {
           const std::int64_t count = std::clamp<std::int64_t>(valid - 16 * v, 0, 16);
           x[v] = _mm512_set1_ps(kNegInf);
