@@ -176,6 +176,19 @@ static void transpose_16bit(const ReorderArgs& args) {
     const __mmask32 col_mask = tail_mask32(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 32) {
       const std::int64_t nr = min(32, a.rows - r0);
+      // Streaming (past the L3), the next 32 rows' line of this strip, or
+      // at the strip's end the next strip's first 32: rows are pages apart,
+      // and the hardware prefetcher follows no such walk. bf16 [5120, 4096]
+      // -> [4096, 5120], alternating in one process (AMD EPYC Turin, 15
+      // rounds), time with over without at 1 / 2 threads: 0.65 / 0.64;
+      // nchw_to_nhwc [16, 320, 64, 64] 0.96 / 0.98. Two micro-tiles to the
+      // right (the f32 path's) gave 0.92 / 0.86, 64 or 96 rows down 0.68-0.72.
+      if (a.stream_y) {
+        const bool strip_end = r0 + 32 >= a.rows;
+        const std::int64_t pr = strip_end ? 0 : r0 + 32, pc = strip_end ? c0 + 32 : c0;
+        if (pc < a.cols)
+          for (std::int64_t i = pr; i < min(pr + 32, a.rows); ++i) _mm_prefetch(x + (i * a.x_row_stride + pc) * 2, _MM_HINT_T0);
+      }
       __m512i lo[16], hi[16];
       load_tile_16bit(x + (r0 * a.x_row_stride + c0) * 2, x_row_bytes, min(16, nr), col_mask, lo);
       load_tile_16bit(x + ((r0 + 16) * a.x_row_stride + c0) * 2, x_row_bytes, nr - 16, col_mask, hi);
