@@ -111,9 +111,15 @@ class GemmPlan final : public Plan {
     // W8A8: the pre-pass that quantizes A's rows into the workspace (the
     // best one under the context's ISA ceiling); null otherwise.
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
-    // AMX bf16: A rounded to bf16 once into the workspace, where each of
-    // several tasks along N would round its own rows per K slice.
-    bool round_a = false;
+    // bf16 rows (AMX, AVX512-BF16): A rounded to bf16 once into the
+    // workspace, where each of several tasks along N would round its own
+    // rows per K slice: the pre-pass (null: none), its blocks' width
+    // (kernels::round_a_rows), and whether the rounded rows stand in for A,
+    // read in place (AVX512-BF16: one block as wide as K, rows spread over
+    // L1), or come as MatmulArgs::a_bf16 (AMX: blocks of its K slice).
+    decltype(&kernels::amx::round_a_rows) round_a = nullptr;
+    std::int64_t a16_slice = 0;
+    bool a16_as_a = false;
     std::int64_t bytes = 0;
     std::string tuning_key;  // "": the row has no tiling to tune
     // LinearOptions::dynamic_rows: a and c (and the residual) are 2-D and
@@ -186,13 +192,12 @@ class GemmPlan final : public Plan {
     return stride % 1024 == 0 ? stride + 64 : stride;
   }
   std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * pre_rows() * q_stride(), 64); }
-  // AMX bf16: per matrix, A's columns in blocks of the row's K slice, each
-  // pre_rows() rows of a16_slice() elements: the 32 rows a block of C reads
-  // per slice lie together, as a task's own copy put them (read with a row
-  // stride of 8 KiB, even from L2, tiles were 10 % slower).
-  std::int64_t a16_slice() const { return kernels::amx_k_slice(s_.tiling.k_block, s_.g.k, kernels::kBf16KStep); }
-  std::int64_t a16_slices() const { return (s_.g.k + a16_slice() - 1) / a16_slice(); }
-  std::int64_t a16_matrix_elems() const { return a16_slices() * pre_rows() * a16_slice(); }
+  // A rounded to bf16: per matrix, its columns in blocks of s_.a16_slice,
+  // each pre_rows() rows. AMX: the row's K slice, so that the 32 rows a
+  // block of C reads per slice lie together, as a task's own copy put them
+  // (read with a row stride of 8 KiB, even from L2, tiles were 10 % slower).
+  std::int64_t a16_slices() const { return (s_.g.k + s_.a16_slice - 1) / s_.a16_slice; }
+  std::int64_t a16_matrix_elems() const { return a16_slices() * pre_rows() * s_.a16_slice; }
 
   // rows(p, matrix, m0, m1) for the rows of every matrix of the batch, once,
   // split over the pool. The workspace is laid out for the planned M (s_.g);
@@ -244,16 +249,17 @@ class GemmPlan final : public Plan {
     }
     args.a_q_stride = ldq;
     auto* a16 = s_.round_a ? static_cast<std::uint16_t*>(workspace) : nullptr;
-    const std::int64_t slice = a16_slice();
+    const std::int64_t slice = s_.a16_slice;
     if (a16) {
       for (std::int64_t block = 0; block < g.batch.numel() * a16_slices(); ++block)
         std::memset(a16 + (block * pre_rows() + g.m) * slice, 0, std::size_t((tile_rows - g.m) * slice * 2));
       pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
                                                    std::int64_t m1) {
-        kernels::amx::round_a_rows(p, m0, m1, a16 + matrix * a16_matrix_elems(), pre_rows(), slice);
+        s_.round_a(p, m0, m1, a16 + matrix * a16_matrix_elems(), pre_rows(), slice);
       });
     }
     args.a_bf16_rows = pre_rows(), args.a_bf16_slice = slice;
+    if (a16 && s_.a16_as_a) args.a_dtype = DType::bf16, args.a_row_stride = slice, args.a_col_stride = 1;
     // A C larger than L3 cannot stay cached for its reader: written with
     // streaming stores (AMD EPYC, bf16 linear 4096 x 320 -> 2560 into f32,
     // 42 MB, then GEGLU over it, alternating: 1 thread 45-48 -> 39-42 ms, 2
@@ -267,13 +273,14 @@ class GemmPlan final : public Plan {
       const auto off = g.batch.offsets(task / per_matrix);
       const std::int64_t tile = task % per_matrix, m0 = tile / nb * t.m_block, n0 = tile % nb * t.n_block;
       kernels::MatmulArgs p = args;
-      p.a = byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
+      p.a = a16 && s_.a16_as_a ? static_cast<const void*>(a16 + task / per_matrix * a16_matrix_elems())
+                               : byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
       if (has_b) p.b = byte_ptr(in[1]) + off[1] * bytes_of(args.b_dtype);
       if (q) {
         p.a_q = q + task / per_matrix * pre_rows() * ldq;
         p.a_scales = q_scales + task / per_matrix * pre_rows();
       }
-      if (a16) p.a_bf16 = a16 + task / per_matrix * a16_matrix_elems();
+      if (a16 && !s_.a16_as_a) p.a_bf16 = a16 + task / per_matrix * a16_matrix_elems();
       p.c = const_cast<char*>(byte_ptr(c)) + off[2] * bytes_of(args.c_dtype);
       if (res) p.ep.residual = byte_ptr(*res) + off[3] * bytes_of(res->dtype());
       s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
@@ -349,8 +356,30 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   spec.tiling = spec.row->tiling(problem, ctx.hw());
   apply_tuning(ctx, problem, spec);
   // Rounding A once pays where a block of rows meets several tasks along N.
-  spec.round_a = spec.row->run == kernels::amx::matmul_bf16 && g.n > spec.tiling.n_block &&
-                 !kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k);
+  const bool several_tasks = g.n > spec.tiling.n_block;
+  if (spec.row->run == kernels::amx::matmul_bf16 && several_tasks &&
+      !kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k)) {
+    spec.round_a = kernels::amx::round_a_rows;
+    spec.a16_slice = kernels::amx_k_slice(spec.tiling.k_block, g.k, kernels::kBf16KStep);
+  }
+  // AVX512-BF16: f32 A, or bf16 rows the kernel cannot read in place (rows
+  // a multiple of 4 KiB apart share their L1 sets), rounded once into rows
+  // it reads in place, instead of each task packing and rounding its rows
+  // per K slice. AMD EPYC Turin, bf16 weights, alternating in one process,
+  // 11 rounds, time with over without at 1 / 2 threads, f32 A: [128, 2048]
+  // x [2048, 11264] 0.96 / 0.96, [128, 5632] x [5632, 2048] 0.88 / 0.85,
+  // [128, 2048] x [2048, 2048] 0.87 / 0.92, [512, 4096] x [4096, 4096] 0.98
+  // / 0.96, [32, 4096] x [4096, 4096] 0.92 / 0.97, M = 16 0.96 / 1.03; bf16
+  // A 0.94-1.0 / 1.0-1.03.
+  const bool a_rows_in_place =
+      problem.a == DType::bf16 && g.a_cs == 1 && g.a_rs % 2 == 0 && kernels::rows_spread_in_l1(g.a_rs * 2);
+  if (spec.row->run == kernels::avx512_bf16::matmul_bf16_dot && several_tasks && g.k % 2 == 0 && !a_rows_in_place) {
+    std::int64_t ld = kernels::round_up(g.k, kernels::kBf16KStep);
+    while (!kernels::rows_spread_in_l1(ld * 2)) ld += kernels::kBf16KStep;
+    spec.round_a = kernels::avx512_bf16::round_a_rows;
+    spec.a16_slice = ld;
+    spec.a16_as_a = true;
+  }
   return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
 }
 

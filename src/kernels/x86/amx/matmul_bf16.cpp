@@ -4,30 +4,11 @@
 #include "kernels/x86/avx512/epilogue.hpp"
 #include "kernels/x86/avx512/matmul_pack.hpp"
 #include "kernels/x86/avx512_bf16/bf16_b_tiles.hpp"
+#include "kernels/x86/avx512_bf16/round_a_rows.hpp"
 
 namespace tessera::kernels::amx {
 
 namespace {
-
-using avx512::tail_mask;
-using avx512::to_bf16;
-
-// kc elements of row m of A from column k0, rounded to bf16 into out, zero
-// from kc up to kc_pad.
-void round_row(const MatmulArgs& p, std::int64_t m, std::int64_t k0, std::int64_t kc, std::int64_t kc_pad,
-               std::uint16_t* out) {
-  if (p.a_dtype == DType::bf16 && p.a_col_stride == 1) {
-    std::memcpy(out, static_cast<const std::uint16_t*>(p.a) + m * p.a_row_stride + k0, std::size_t(kc) * 2);
-  } else {
-    avx512::with_a_row(p, m, [&](auto load) {
-      std::int64_t k = 0;
-      for (; k + 16 <= kc; k += 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), to_bf16(load(k0 + k, 0xffff)));
-      if (k < kc) _mm256_mask_storeu_epi16(out + k, tail_mask(kc - k), to_bf16(load(k0 + k, tail_mask(kc - k))));
-    });
-  }
-  std::memset(out + kc, 0, std::size_t(kc_pad - kc) * 2);
-}
 
 struct Bf16Traits {
   using Elem = std::uint16_t;
@@ -49,7 +30,7 @@ struct Bf16Traits {
     const std::int64_t kc_pad = round_up(kc, kKStep);
     for (std::int64_t m = m0; m < m0 + round_up(m1 - m0, 16); ++m) {
       Elem* out = dst + (m - m0) * lda;
-      if (m < m1) round_row(p, m, k0, kc, kc_pad, out);
+      if (m < m1) round_a_row(p, m, k0, kc, kc_pad, out);
       else std::memset(out, 0, std::size_t(kc_pad) * sizeof(Elem));
     }
     return dst;
@@ -77,11 +58,7 @@ struct Bf16Traits {
 
 void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows,
                   std::int64_t slice) {
-  for (std::int64_t m = m0; m < m1; ++m)
-    for (std::int64_t k0 = 0; k0 < p.k; k0 += slice) {
-      const std::int64_t kc = std::min(slice, p.k - k0);
-      round_row(p, m, k0, kc, round_up(kc, kBf16KStep), dst + (k0 / slice * rows + m) * slice);
-    }
+  round_a_rows_in_slices(p, m0, m1, dst, rows, slice);
 }
 
 // bf16 x bf16 -> f32 on AMX tiles; see gemm_driver.hpp for the loop nest.

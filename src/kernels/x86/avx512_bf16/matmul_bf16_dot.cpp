@@ -1,5 +1,6 @@
 #include "kernels/x86/avx512/gemm_blocked.hpp"
 #include "kernels/x86/avx512_bf16/bf16_b_tiles.hpp"
+#include "kernels/x86/avx512_bf16/round_a_rows.hpp"
 
 namespace tessera::kernels::avx512_bf16 {
 
@@ -52,6 +53,11 @@ void matmul_bf16_dot(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0
                      std::int64_t n1) {
   Bf16Traits traits;
   blocked_gemm(traits, p, t, m0, m1, n0, n1);
+}
+
+void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows,
+                  std::int64_t slice) {
+  round_a_rows_in_slices(p, m0, m1, dst, rows, slice);
 }
 
 }  // namespace tessera::kernels::avx512_bf16
