@@ -160,14 +160,17 @@ static inline std::int64_t amx_k_slice(std::int64_t k_block, std::int64_t k, std
   return std::max(step, std::min(k_block, round_up(k, step)));
 }
 
-// The bf16 GEMMs' pre-pass: rows [m0, m1) of A rounded to bf16 into dst in
-// blocks of `slice` columns, each `rows` rows of `slice` elements (the
-// layout of MatmulArgs::a_bf16), zero past K up to a multiple of 32. The
-// AVX512-BF16 row reads one block of slice >= K in place, as A.
-#define TESSERA_ROUND_A_ROWS(name) \
-  void name(const MatmulArgs&, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows, std::int64_t slice)
-namespace amx { TESSERA_ROUND_A_ROWS(round_a_rows); }
-namespace avx512_bf16 { TESSERA_ROUND_A_ROWS(round_a_rows); }
-#undef TESSERA_ROUND_A_ROWS
+// The GEMMs' A pre-pass, once for every task: rows [m0, m1) of A into dst
+// in blocks of `slice` columns, each `rows` rows of `slice` elements (the
+// layout of MatmulArgs::a_bf16). AMX and AVX512-BF16 round them to bf16,
+// zero past K up to a multiple of 32; the f32 row copies them as f32, in
+// one block (slice >= K). The register-blocked rows read one block of
+// slice >= K in place, as A.
+#define TESSERA_A_PRE_PASS(name) \
+  void name(const MatmulArgs&, std::int64_t m0, std::int64_t m1, void* dst, std::int64_t rows, std::int64_t slice)
+namespace amx { TESSERA_A_PRE_PASS(round_a_rows); }
+namespace avx512_bf16 { TESSERA_A_PRE_PASS(round_a_rows); }
+namespace avx512 { TESSERA_A_PRE_PASS(copy_a_rows); }
+#undef TESSERA_A_PRE_PASS
 
 }  // namespace tessera::kernels

@@ -111,15 +111,17 @@ class GemmPlan final : public Plan {
     // W8A8: the pre-pass that quantizes A's rows into the workspace (the
     // best one under the context's ISA ceiling); null otherwise.
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
-    // bf16 rows (AMX, AVX512-BF16): A rounded to bf16 once into the
-    // workspace, where each of several tasks along N would round its own
-    // rows per K slice: the pre-pass (null: none), its blocks' width
-    // (kernels::round_a_rows), and whether the rounded rows stand in for A,
-    // read in place (AVX512-BF16: one block as wide as K, rows spread over
-    // L1), or come as MatmulArgs::a_bf16 (AMX: blocks of its K slice).
-    decltype(&kernels::amx::round_a_rows) round_a = nullptr;
-    std::int64_t a16_slice = 0;
-    bool a16_as_a = false;
+    // A converted once into the workspace, where each of several tasks
+    // along N would pack (and round) its own rows per K slice: the pre-pass
+    // (kernels::round_a_rows, copy_a_rows; null: none), the dtype it
+    // writes, its blocks' width, and whether its rows stand in for A, read
+    // in place (the register-blocked rows: one block as wide as K, rows
+    // spread over L1), or come as MatmulArgs::a_bf16 (AMX: blocks of its K
+    // slice).
+    decltype(&kernels::amx::round_a_rows) a_pass = nullptr;
+    DType a_pass_dtype = DType::bf16;
+    std::int64_t a_pass_slice = 0;
+    bool a_pass_as_a = false;
     std::int64_t bytes = 0;
     std::string tuning_key;  // "": the row has no tiling to tune
     // LinearOptions::dynamic_rows: a and c (and the residual) are 2-D and
@@ -154,7 +156,7 @@ class GemmPlan final : public Plan {
   std::int64_t workspace_bytes() const override {
     const std::int64_t matrices = s_.g.batch.numel();
     if (s_.quantize_a) return q_values_bytes() + matrices * pre_rows() * 4;
-    return s_.round_a ? matrices * a16_matrix_elems() * 2 : 0;
+    return s_.a_pass ? matrices * a_pass_matrix_elems() * std::int64_t(bytes_of(s_.a_pass_dtype)) : 0;
   }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
@@ -192,12 +194,13 @@ class GemmPlan final : public Plan {
     return stride % 1024 == 0 ? stride + 64 : stride;
   }
   std::int64_t q_values_bytes() const { return kernels::round_up(s_.g.batch.numel() * pre_rows() * q_stride(), 64); }
-  // A rounded to bf16: per matrix, its columns in blocks of s_.a16_slice,
-  // each pre_rows() rows. AMX: the row's K slice, so that the 32 rows a
-  // block of C reads per slice lie together, as a task's own copy put them
-  // (read with a row stride of 8 KiB, even from L2, tiles were 10 % slower).
-  std::int64_t a16_slices() const { return (s_.g.k + s_.a16_slice - 1) / s_.a16_slice; }
-  std::int64_t a16_matrix_elems() const { return a16_slices() * pre_rows() * s_.a16_slice; }
+  // A after the pre-pass: per matrix, its columns in blocks of
+  // s_.a_pass_slice, each pre_rows() rows. AMX: the row's K slice, so that
+  // the 32 rows a block of C reads per slice lie together, as a task's own
+  // copy put them (read with a row stride of 8 KiB, even from L2, tiles were
+  // 10 % slower).
+  std::int64_t a_pass_blocks() const { return (s_.g.k + s_.a_pass_slice - 1) / s_.a_pass_slice; }
+  std::int64_t a_pass_matrix_elems() const { return a_pass_blocks() * pre_rows() * s_.a_pass_slice; }
 
   // rows(p, matrix, m0, m1) for the rows of every matrix of the batch, once,
   // split over the pool. The workspace is laid out for the planned M (s_.g);
@@ -248,18 +251,19 @@ class GemmPlan final : public Plan {
       });
     }
     args.a_q_stride = ldq;
-    auto* a16 = s_.round_a ? static_cast<std::uint16_t*>(workspace) : nullptr;
-    const std::int64_t slice = s_.a16_slice;
-    if (a16) {
-      for (std::int64_t block = 0; block < g.batch.numel() * a16_slices(); ++block)
-        std::memset(a16 + (block * pre_rows() + g.m) * slice, 0, std::size_t((tile_rows - g.m) * slice * 2));
+    auto* a_pass = s_.a_pass ? static_cast<char*>(workspace) : nullptr;
+    const std::int64_t slice = s_.a_pass_slice, a_pass_elem = bytes_of(s_.a_pass_dtype);
+    const std::int64_t a_pass_matrix_bytes = a_pass ? a_pass_matrix_elems() * a_pass_elem : 0;
+    if (a_pass) {
+      for (std::int64_t block = 0; block < g.batch.numel() * a_pass_blocks(); ++block)
+        std::memset(a_pass + (block * pre_rows() + g.m) * slice * a_pass_elem, 0, std::size_t((tile_rows - g.m) * slice * a_pass_elem));
       pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
                                                    std::int64_t m1) {
-        s_.round_a(p, m0, m1, a16 + matrix * a16_matrix_elems(), pre_rows(), slice);
+        s_.a_pass(p, m0, m1, a_pass + matrix * a_pass_matrix_bytes, pre_rows(), slice);
       });
+      if (s_.a_pass_as_a) args.a_dtype = s_.a_pass_dtype, args.a_row_stride = slice, args.a_col_stride = 1;
     }
     args.a_bf16_rows = pre_rows(), args.a_bf16_slice = slice;
-    if (a16 && s_.a16_as_a) args.a_dtype = DType::bf16, args.a_row_stride = slice, args.a_col_stride = 1;
     // A C larger than L3 cannot stay cached for its reader: written with
     // streaming stores (AMD EPYC, bf16 linear 4096 x 320 -> 2560 into f32,
     // 42 MB, then GEGLU over it, alternating: 1 thread 45-48 -> 39-42 ms, 2
@@ -273,14 +277,14 @@ class GemmPlan final : public Plan {
       const auto off = g.batch.offsets(task / per_matrix);
       const std::int64_t tile = task % per_matrix, m0 = tile / nb * t.m_block, n0 = tile % nb * t.n_block;
       kernels::MatmulArgs p = args;
-      p.a = a16 && s_.a16_as_a ? static_cast<const void*>(a16 + task / per_matrix * a16_matrix_elems())
-                               : byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
+      const char* a_rows = a_pass ? a_pass + task / per_matrix * a_pass_matrix_bytes : nullptr;
+      p.a = a_rows && s_.a_pass_as_a ? a_rows : byte_ptr(in[0]) + off[0] * bytes_of(a.dtype);
       if (has_b) p.b = byte_ptr(in[1]) + off[1] * bytes_of(args.b_dtype);
       if (q) {
         p.a_q = q + task / per_matrix * pre_rows() * ldq;
         p.a_scales = q_scales + task / per_matrix * pre_rows();
       }
-      if (a16 && !s_.a16_as_a) p.a_bf16 = a16 + task / per_matrix * a16_matrix_elems();
+      if (a_rows && !s_.a_pass_as_a) p.a_bf16 = reinterpret_cast<const std::uint16_t*>(a_rows);
       p.c = const_cast<char*>(byte_ptr(c)) + off[2] * bytes_of(args.c_dtype);
       if (res) p.ep.residual = byte_ptr(*res) + off[3] * bytes_of(res->dtype());
       s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
@@ -355,30 +359,38 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   spec.row = kernels::select<kernels::MatmulFamily>(problem, ctx.isa());
   spec.tiling = spec.row->tiling(problem, ctx.hw());
   apply_tuning(ctx, problem, spec);
-  // Rounding A once pays where a block of rows meets several tasks along N.
-  const bool several_tasks = g.n > spec.tiling.n_block;
-  if (spec.row->run == kernels::amx::matmul_bf16 && several_tasks &&
-      !kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k)) {
-    spec.round_a = kernels::amx::round_a_rows;
-    spec.a16_slice = kernels::amx_k_slice(spec.tiling.k_block, g.k, kernels::kBf16KStep);
+  // Converting A once pays where a block of rows meets several tasks along N.
+  if (g.n <= spec.tiling.n_block || spec.quantize_a) return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
+  if (spec.row->run == kernels::amx::matmul_bf16) {
+    if (!kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k)) {
+      spec.a_pass = kernels::amx::round_a_rows;
+      spec.a_pass_slice = kernels::amx_k_slice(spec.tiling.k_block, g.k, kernels::kBf16KStep);
+    }
+    return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
   }
-  // AVX512-BF16: f32 A, or bf16 rows the kernel cannot read in place (rows
-  // a multiple of 4 KiB apart share their L1 sets), rounded once into rows
-  // it reads in place, instead of each task packing and rounding its rows
-  // per K slice. AMD EPYC Turin, bf16 weights, alternating in one process,
-  // 11 rounds, time with over without at 1 / 2 threads, f32 A: [128, 2048]
-  // x [2048, 11264] 0.96 / 0.96, [128, 5632] x [5632, 2048] 0.88 / 0.85,
-  // [128, 2048] x [2048, 2048] 0.87 / 0.92, [512, 4096] x [4096, 4096] 0.98
-  // / 0.96, [32, 4096] x [4096, 4096] 0.92 / 0.97, M = 16 0.96 / 1.03; bf16
-  // A 0.94-1.0 / 1.0-1.03.
-  const bool a_rows_in_place =
-      problem.a == DType::bf16 && g.a_cs == 1 && g.a_rs % 2 == 0 && kernels::rows_spread_in_l1(g.a_rs * 2);
-  if (spec.row->run == kernels::avx512_bf16::matmul_bf16_dot && several_tasks && g.k % 2 == 0 && !a_rows_in_place) {
-    std::int64_t ld = kernels::round_up(g.k, kernels::kBf16KStep);
-    while (!kernels::rows_spread_in_l1(ld * 2)) ld += kernels::kBf16KStep;
-    spec.round_a = kernels::avx512_bf16::round_a_rows;
-    spec.a16_slice = ld;
-    spec.a16_as_a = true;
+  // The register-blocked rows, where they would pack A: A of another dtype
+  // than theirs, or rows a multiple of 4 KiB apart (their L1 sets shared),
+  // converted once into rows they read in place. AMD EPYC Turin, 11 rounds
+  // alternating in one process, time with over without at 1 / 2 threads:
+  // bf16 weights and f32 A (AVX512-BF16), [128, 2048] x [2048, 11264] 0.96 /
+  // 0.96, [128, 5632] x [5632, 2048] 0.88 / 0.85, [128, 2048] x [2048,
+  // 2048] 0.87 / 0.92, [512, 4096] x [4096, 4096] 0.98 / 0.96, [32, 4096] x
+  // [4096, 4096] 0.92 / 0.97; bf16 A 0.94-1.0 / 1.0-1.03. f32 weights and
+  // A: [128, 5632] x [5632, 2048] 0.88 / 0.91, [128, 4096] x [4096, 4096]
+  // 0.93 / 0.94, [128, 2048] x [2048, 11264] 0.96 / 1.01, M = 512 0.99 /
+  // 0.99, M = 16 0.95 / 0.98, M = 32 1.02 (even with the order's drift).
+  const bool bf16_dot = spec.row->run == kernels::avx512_bf16::matmul_bf16_dot;
+  if (!bf16_dot && spec.row->run != kernels::avx512::matmul_f32) return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
+  const DType t = bf16_dot ? DType::bf16 : DType::f32;
+  const std::int64_t unit = bf16_dot ? 2 : 1, elem = bytes_of(t);
+  const bool in_place = problem.a == t && g.a_cs == 1 && g.a_rs % unit == 0 && kernels::rows_spread_in_l1(g.a_rs * elem);
+  if (!in_place && g.k % unit == 0) {
+    std::int64_t ld = kernels::round_up(g.k, bf16_dot ? kernels::kBf16KStep : 16);
+    while (!kernels::rows_spread_in_l1(ld * elem)) ld += 16;
+    spec.a_pass = bf16_dot ? kernels::avx512_bf16::round_a_rows : kernels::avx512::copy_a_rows;
+    spec.a_pass_dtype = t;
+    spec.a_pass_slice = ld;
+    spec.a_pass_as_a = true;
   }
   return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
 }

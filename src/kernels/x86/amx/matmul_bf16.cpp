@@ -56,9 +56,8 @@ struct Bf16Traits {
 
 }  // namespace
 
-void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows,
-                  std::int64_t slice) {
-  round_a_rows_in_slices(p, m0, m1, dst, rows, slice);
+void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, void* dst, std::int64_t rows, std::int64_t slice) {
+  round_a_rows_in_slices(p, m0, m1, static_cast<std::uint16_t*>(dst), rows, slice);
 }
 
 // bf16 x bf16 -> f32 on AMX tiles; see gemm_driver.hpp for the loop nest.

@@ -11,4 +11,11 @@ void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std
   blocked_gemm(traits, p, t, m0, m1, n0, n1);
 }
 
+void copy_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, void* dst, std::int64_t, std::int64_t slice) {
+  for (std::int64_t m = m0; m < m1; ++m) {
+    float* out = static_cast<float*>(dst) + m * slice;
+    with_a_row(p, m, [&](auto load) { for_each16(p.k, [&](std::int64_t k, __mmask16 mask) { _mm512_mask_storeu_ps(out + k, mask, load(k, mask)); }); });
+  }
+}
+
 }  // namespace tessera::kernels::avx512

@@ -55,9 +55,8 @@ void matmul_bf16_dot(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0
   blocked_gemm(traits, p, t, m0, m1, n0, n1);
 }
 
-void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::uint16_t* dst, std::int64_t rows,
-                  std::int64_t slice) {
-  round_a_rows_in_slices(p, m0, m1, dst, rows, slice);
+void round_a_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, void* dst, std::int64_t rows, std::int64_t slice) {
+  round_a_rows_in_slices(p, m0, m1, static_cast<std::uint16_t*>(dst), rows, slice);
 }
 
 }  // namespace tessera::kernels::avx512_bf16
