@@ -1,6 +1,8 @@
 #include "kernels/reorder.hpp"
 
 #include <algorithm>
+#include <type_traits>
+
 #include "kernels/x86/avx2/vec.hpp"
 
 namespace tessera::kernels::avx2 {
@@ -8,8 +10,16 @@ namespace tessera::kernels::avx2 {
 // Elements travel in 32-bit lanes. Between float dtypes they convert; within
 // one dtype (`raw`) they keep their bits: 16-bit ones zero-extended and
 // packed back, so integers and NaN payloads come out unchanged. n < 8
-// elements go through a buffer (AVX2 has no masked 16-bit loads).
-static inline __m256 load_lanes(const void* p, DType t, bool raw, std::int64_t n) {
+// elements go through a buffer (AVX2 has no masked 16-bit loads). T and Raw
+// are compile-time constants (std::integral_constant) within one dtype, so
+// that no dtype is tested per vector (see reorder()): the tests were most of
+// the instructions. AMD EPYC Turin, TESSERA_ISA=avx2, 1 thread, against
+// run-time types: [128, 256] -> [256, 128] in L2 f32 117 -> 25 ps a byte,
+// bf16 180 -> 43; past the L3 (medians of 3 runs of each, alternating)
+// f32 [5120, 4096] 17.0 -> 12.2 ms, nchw_to_nhwc [16, 320, 64, 64] 13.9
+// -> 7.6, bf16 12.9 -> 9.7 and 12.4 -> 9.1.
+template <class T, class Raw>
+static inline __m256 load_lanes(const void* p, T t, Raw raw, std::int64_t n) {
   alignas(32) char buf[32] = {};
   if (n < 8) {
     std::memcpy(buf, p, std::size_t(n * bytes_of(t)));
@@ -17,12 +27,13 @@ static inline __m256 load_lanes(const void* p, DType t, bool raw, std::int64_t n
   }
   if (raw && bytes_of(t) == 2)
     return _mm256_castsi256_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))));
-  return load8(p, raw ? DType::f32 : t);
+  return load8(p, raw ? DType::f32 : DType(t));
 }
 
 // With `stream`, whole aligned vectors go out as streaming stores (see put8_n).
-static inline void store_lanes(void* p, DType t, bool raw, __m256 v, std::int64_t n, bool stream) {
-  if (!(raw && bytes_of(t) == 2)) return put8_n(p, raw ? DType::f32 : t, v, n, stream);
+template <class T, class Raw>
+static inline void store_lanes(void* p, T t, Raw raw, __m256 v, std::int64_t n, bool stream) {
+  if (!(raw && bytes_of(t) == 2)) return put8_n(p, raw ? DType::f32 : DType(t), v, n, stream);
   const __m256i h = _mm256_castps_si256(v);  // 16-bit values: packus saturates nothing
   const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
   if (n < 8) {
@@ -57,10 +68,10 @@ static void copy_runs(const ReorderArgs& a) {
 // (2 for 4-byte y, 4 for 2-byte y): each column's line is written whole, by
 // consecutive stores, so past the L3 it streams out in full and in cache it
 // is not evicted between its halves. Missing x rows enter as zeros.
-static void transpose(const ReorderArgs& args) {
+template <class X, class Y, class Raw>
+static void transpose(const ReorderArgs& args, X xt, Y yt, Raw raw) {
   const ReorderArgs a = args;  // a local copy: a store through y may alias the arguments
-  const bool raw = a.x_dtype == a.y_dtype;
-  const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
+  const std::int64_t xs = bytes_of(xt), ys = bytes_of(yt);
   const std::int64_t tiles = 64 / ys / 8;
   const char* x = static_cast<const char*>(a.x);
   char* y = static_cast<char*>(a.y);
@@ -76,24 +87,33 @@ static void transpose(const ReorderArgs& args) {
           const char* row = x + ((r0 + 8 * k + i) * a.x_row_stride + c0) * xs;
           // Streaming, x's rows are pages apart: each line a few tiles ahead.
           if (a.stream_y && i < nr[k] && (c0 * xs) % 64 == 0) _mm_prefetch(row + 128, _MM_HINT_T0);
-          t[k][i] = i < nr[k] ? load_lanes(row, a.x_dtype, raw, nc) : _mm256_setzero_ps();
+          t[k][i] = i < nr[k] ? load_lanes(row, xt, raw, nc) : _mm256_setzero_ps();
         }
         transpose8x8(t[k]);
       }
       for (int j = 0; j < nc; ++j)
         for (std::int64_t k = 0; k < tiles && nr[k] > 0; ++k)
-          store_lanes(y + ((c0 + j) * a.y_col_stride + r0 + 8 * k) * ys, a.y_dtype, raw, t[k][j], nr[k], a.stream_y);
+          store_lanes(y + ((c0 + j) * a.y_col_stride + r0 + 8 * k) * ys, yt, raw, t[k][j], nr[k], a.stream_y);
     }
   }
   if (a.stream_y) _mm_sfence();
 }
 
-// copy or transpose blocks only (see the row's supports()).
+// copy or transpose blocks only (see the row's supports()). Transposes
+// within one dtype move 16- or 32-bit elements whatever the type;
+// conversions take the run-time types.
 void reorder(const ReorderArgs& a) {
+  using Raw = std::true_type;
+  using Bits16 = std::integral_constant<DType, DType::bf16>;
+  using Bits32 = std::integral_constant<DType, DType::f32>;
   if (a.y_col_stride == 1)
     copy_runs(a);
+  else if (a.x_dtype != a.y_dtype)
+    transpose(a, a.x_dtype, a.y_dtype, false);
+  else if (bytes_of(a.x_dtype) == 2)
+    transpose(a, Bits16(), Bits16(), Raw());
   else
-    transpose(a);
+    transpose(a, Bits32(), Bits32(), Raw());
 }
 
 }  // namespace tessera::kernels::avx2
