@@ -54,10 +54,11 @@ static inline double row_sum(std::int64_t n, Chunk16&& chunk16, Chunk&& chunk) {
 static const float* affine_f32(const void* p, DType t, std::int64_t n, float absent, ScratchSlot slot, bool bf16_order) {
   if (p && t == DType::f32 && !bf16_order) return static_cast<const float*>(p);
   auto* out = static_cast<float*>(thread_scratch(slot, std::size_t(n) * sizeof(float)));
-  for (std::int64_t c = 0; c < n; c += 8) {
-    const std::int64_t k = std::min<std::int64_t>(8, n - c);
-    store8_n(out + c, DType::f32, p ? load8_n(advance(p, t, c), t, k) : _mm256_set1_ps(absent), k);
-  }
+  dispatch_float(t, [&](auto tt) {  // the type fixed for the loop: no switch per vector
+    std::int64_t c = 0;
+    for (; c + 8 <= n; c += 8) _mm256_storeu_ps(out + c, p ? load8(advance(p, tt, c), tt) : _mm256_set1_ps(absent));
+    if (c < n) store8_n(out + c, DType::f32, p ? load8_n(advance(p, tt, c), tt, n - c) : _mm256_set1_ps(absent), n - c);
+  });
   if (bf16_order)
     for (std::int64_t c = 0; c + 16 <= n; c += 16) to_bf16_order16(out + c, out + c);
   return out;
