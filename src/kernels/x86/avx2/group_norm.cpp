@@ -72,22 +72,60 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
 
 // Per-channel partials in scratch, updated with unit-stride vectors per line.
 // Past the end of a line v and shift both load as zeros, so d is 0 there.
-void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
+// Compiled per storage type T of x, the residual and the sum when they share
+// one (else DTypes read at run time), whole vectors apart from each line's
+// tail: AMD EPYC Turin, TESSERA_ISA=avx2, 1 thread, NHWC [1, 32, 32, 320]
+// in cache, against per-vector type and length tests (medians of 3
+// alternating runs, ns an element for the whole op): f32 0.51 -> 0.37, bf16
+// 0.69 -> 0.42; with a residual and SiLU f32 1.17 -> 0.98, bf16 1.79 -> 1.42.
+template <class T>
+static void column_stats(const GroupNormLines& args, const float* shift, double* sums, float* scratch, T t) {
+  const GroupNormLines a = args;  // a local copy: a store through sum may alias the arguments
+  const auto type_of = [&](const GroupNormOperand& o) {
+    if constexpr (std::is_same_v<T, DType>) return o.dtype;
+    else return t;
+  };
+  const bool residual = a.residual.data != nullptr, sum = a.sum.data != nullptr;
+  // v as the statistics see it (stats8), n <= 8 elements at i.
+  const auto v8 = [&](std::int64_t l, std::int64_t i, std::int64_t n) __attribute__((always_inline)) {
+    __m256 v = load8_n(at(a.x, l, i), type_of(a.x), n);
+    if (residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual), n));
+    if (!sum) return v;
+    char* s = at(a.sum, l, i);
+    store8_n(s, type_of(a.sum), v, n);
+    return load8_n(s, type_of(a.sum), n);
+  };
   float* p1 = scratch;
   float* p2 = scratch + a.len;
   for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
   for (std::int64_t l0 = 0; l0 < a.lines; l0 += kFlush) {
     const std::int64_t l1 = a.lines - l0 > kFlush ? l0 + kFlush : a.lines;
-    for (std::int64_t l = l0; l < l1; ++l)
-      for (std::int64_t i = 0; i < a.len; i += 8) {
+    for (std::int64_t l = l0; l < l1; ++l) {
+      std::int64_t i = 0;
+      for (; i + 8 <= a.len; i += 8) {
+        const __m256 d = _mm256_sub_ps(v8(l, i, 8), _mm256_loadu_ps(shift + i));
+        _mm256_storeu_ps(p1 + i, _mm256_add_ps(_mm256_loadu_ps(p1 + i), d));
+        _mm256_storeu_ps(p2 + i, _mm256_fmadd_ps(d, d, _mm256_loadu_ps(p2 + i)));
+      }
+      if (i < a.len) {
         const std::int64_t n = a.len - i;
-        const __m256 d = _mm256_sub_ps(stats8(a, l, i, n), load8_n(shift + i, DType::f32, n));
+        const __m256 d = _mm256_sub_ps(v8(l, i, n), load8_n(shift + i, DType::f32, n));
         store8_n(p1 + i, DType::f32, _mm256_add_ps(load8_n(p1 + i, DType::f32, n), d), n);
         store8_n(p2 + i, DType::f32, _mm256_fmadd_ps(d, d, load8_n(p2 + i, DType::f32, n)), n);
       }
+    }
     flush(p1, sums, a.len);
     flush(p2, sums + a.len, a.len);
   }
+}
+
+void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
+  const DType t = a.x.dtype;
+  const auto same = [&](const GroupNormOperand& o) { return !o.data || o.dtype == t; };
+  if (same(a.residual) && same(a.sum))
+    dispatch_float(t, [&](auto ct) { column_stats(a, shift, sums, scratch, ct); });
+  else
+    column_stats(a, shift, sums, scratch, t);
 }
 
 // Compiled per storage type T (of every x-shaped operand, else DTypes read
