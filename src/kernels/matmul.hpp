@@ -47,6 +47,24 @@ static inline bool rows_spread_in_l1(std::int64_t row_bytes) {
   return true;
 }
 
+// Whether the register-blocked rows read A as stored: rows of their dtype t,
+// whole units of unit_k elements contiguous, spread over L1.
+static inline bool blocked_reads_a_in_place(DType a, DType t, std::int64_t row_stride, std::int64_t col_stride, std::int64_t k,
+                                            std::int64_t unit_k) {
+  return a == t && col_stride == 1 && k % unit_k == 0 && row_stride % unit_k == 0 &&
+         rows_spread_in_l1(row_stride * std::int64_t(bytes_of(t)));
+}
+
+// The row stride (elements) of rows of k elements that a register-blocked
+// micro-kernel reads in place: a multiple of 16 at which a micro-tile's rows
+// spread over L1 (C 1280 im2col rows: 11520 f32, 1 KiB short of a multiple
+// of 4 KiB, spread with 16 more).
+static inline std::int64_t in_place_row_stride(std::int64_t k, DType t) {
+  std::int64_t ld = round_up(k, 16);
+  while (!rows_spread_in_l1(ld * std::int64_t(bytes_of(t)))) ld += 16;
+  return ld;
+}
+
 // Whether the AMX bf16 row reads A's rows in place as tiles: bf16 rows of
 // whole 16-row tiles and 32-deep steps, not a multiple of 1 KiB apart (a
 // block's 32 rows would then fall in at most four groups of L1 sets and

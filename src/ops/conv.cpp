@@ -417,16 +417,6 @@ GemmChoice choose_gemm(Context& ctx, DType a, DType b, DType c_dtype, const Conv
 
 }  // namespace
 
-// The row stride (elements) of rows of k elements that a register-blocked
-// micro-kernel reads in place: a multiple of 16 at which a micro-tile's rows
-// spread over L1 (C 1280 im2col rows: 11520 f32, 1 KiB short of a multiple
-// of 4 KiB, spread with 16 more).
-std::int64_t in_place_row_stride(std::int64_t k, DType t) {
-  std::int64_t ld = kernels::round_up(k, 16);
-  while (!kernels::rows_spread_in_l1(ld * std::int64_t(bytes_of(t)))) ld += 16;
-  return ld;
-}
-
 // ----------------------------------------------------------------- weights
 
 // The taps of one sub-pixel phase of an upsampling conv along one dim: output
@@ -747,7 +737,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
       }
       const std::int64_t planes = kernels::winograd_planes(tile);
       WinogradConvPlan::Spec spec{.transforms = transforms, .weights = u};
-      spec.ld_v = in_place_row_stride(inputs * cig, DType::f32);
+      spec.ld_v = kernels::in_place_row_stride(inputs * cig, DType::f32);
       spec.ld_m = kernel_gemm ? kernels::padded_n(cog) : kernels::round_up(cog, 16);
       const std::int64_t block = transforms->tiling(problem, ctx.hw()).tiles;
       // Part (a, b) of an upsampling conv: output rows of parity a, columns of parity b.
@@ -796,7 +786,7 @@ Result<PlanPtr> Conv2d::plan(Context& ctx, const TensorDesc& x, ConvWeightsPtr w
   spec.x_pixel = x_pixel.value_or(0);
   const auto add_gemm = [&](const kernels::Im2colGeometry& geometry, std::int64_t pixels, const std::vector<WeightsPtr>& weights) {
     ConvGemm gm{.im2col = geometry, .k = geometry.kernel_h * geometry.kernel_w * cig, .pixels = pixels};
-    gm.ld = in_place_row_stride(gm.k, x.dtype);  // the gathered rows are the GEMM's A
+    gm.ld = kernels::in_place_row_stride(gm.k, x.dtype);  // the gathered rows are the GEMM's A
     const GemmChoice c = choose_gemm(ctx, x.dtype, w->dtype(), y.dtype, *w, batch, pixels, gm.k);
     gm.row = c.row, gm.tiling = c.tiling, gm.n_chunk = c.n_chunk;
     gm.weights = weights;

@@ -382,14 +382,12 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   const bool bf16_dot = spec.row->run == kernels::avx512_bf16::matmul_bf16_dot;
   if (!bf16_dot && spec.row->run != kernels::avx512::matmul_f32) return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
   const DType t = bf16_dot ? DType::bf16 : DType::f32;
-  const std::int64_t unit = bf16_dot ? 2 : 1, elem = bytes_of(t);
-  const bool in_place = problem.a == t && g.a_cs == 1 && g.a_rs % unit == 0 && kernels::rows_spread_in_l1(g.a_rs * elem);
-  if (!in_place && g.k % unit == 0) {
-    std::int64_t ld = kernels::round_up(g.k, bf16_dot ? kernels::kBf16KStep : 16);
-    while (!kernels::rows_spread_in_l1(ld * elem)) ld += 16;
+  const std::int64_t unit = bf16_dot ? 2 : 1;
+  if (g.k % unit == 0 && !kernels::blocked_reads_a_in_place(problem.a, t, g.a_rs, g.a_cs, g.k, unit)) {
     spec.a_pass = bf16_dot ? kernels::avx512_bf16::round_a_rows : kernels::avx512::copy_a_rows;
     spec.a_pass_dtype = t;
-    spec.a_pass_slice = ld;
+    // bf16 rows come zero-padded to whole K steps.
+    spec.a_pass_slice = kernels::in_place_row_stride(bf16_dot ? kernels::round_up(g.k, kernels::kBf16KStep) : g.k, t);
     spec.a_pass_as_a = true;
   }
   return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));

@@ -13,20 +13,25 @@ static inline char* at(const GroupNormOperand& o, std::int64_t line, std::int64_
   return static_cast<char*>(o.data) + (line * o.line_stride + i) * bytes_of(o.dtype);
 }
 
-// x [+ residual] at elements i..i+n-1 (n <= 8) of a line; zeros in the lanes past n.
-static inline __m256 input8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n) {
-  __m256 v = load8_n(at(a.x, line, i), a.x.dtype, n);
-  if (a.residual.data) v = _mm256_add_ps(v, load8_n(at(a.residual, line, i), a.residual.dtype, n));
-  return v;
+// An operand's storage type: T when known at compile time (the operands
+// sharing one, std::integral_constant), else its own.
+template <class T>
+static inline auto type_of(const GroupNormOperand& o, T t) {
+  if constexpr (std::is_same_v<T, DType>) return o.dtype;
+  else return t;
 }
 
-// v as the statistics see it: written to sum when there is one, and read back rounded.
-static inline __m256 stats8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n) {
-  const __m256 v = input8(a, line, i, n);
+// v as the statistics see it, elements i..i+n-1 (n <= 8) of a line, zeros
+// in the lanes past n: x [+ residual], written to sum when there is one and
+// read back rounded.
+template <class T>
+static inline __m256 stats8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n, T t) {
+  __m256 v = load8_n(at(a.x, line, i), type_of(a.x, t), n);
+  if (a.residual.data) v = _mm256_add_ps(v, load8_n(at(a.residual, line, i), type_of(a.residual, t), n));
   if (!a.sum.data) return v;
   char* s = at(a.sum, line, i);
-  store8_n(s, a.sum.dtype, v, n);
-  return load8_n(s, a.sum.dtype, n);
+  store8_n(s, type_of(a.sum, t), v, n);
+  return load8_n(s, type_of(a.sum, t), n);
 }
 
 static inline __m256d widen_sum(__m256 v) {
@@ -58,7 +63,7 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
       __m256 p1 = _mm256_setzero_ps(), p2 = _mm256_setzero_ps();
       for (const std::int64_t end = a.len - i > kFlush * 8 ? i + kFlush * 8 : a.len; i < end; i += 8) {
         const std::int64_t n = a.len - i;
-        __m256 d = _mm256_sub_ps(stats8(a, l, i, n), s);
+        __m256 d = _mm256_sub_ps(stats8(a, l, i, n, a.x.dtype), s);
         if (n < 8) d = _mm256_and_ps(d, lanes_below(n));  // lanes past the end add nothing
         p1 = _mm256_add_ps(p1, d);
         p2 = _mm256_fmadd_ps(d, d, p2);
@@ -81,20 +86,6 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
 template <class T>
 static void column_stats(const GroupNormLines& args, const float* shift, double* sums, float* scratch, T t) {
   const GroupNormLines a = args;  // a local copy: a store through sum may alias the arguments
-  const auto type_of = [&](const GroupNormOperand& o) {
-    if constexpr (std::is_same_v<T, DType>) return o.dtype;
-    else return t;
-  };
-  const bool residual = a.residual.data != nullptr, sum = a.sum.data != nullptr;
-  // v as the statistics see it (stats8), n <= 8 elements at i.
-  const auto v8 = [&](std::int64_t l, std::int64_t i, std::int64_t n) __attribute__((always_inline)) {
-    __m256 v = load8_n(at(a.x, l, i), type_of(a.x), n);
-    if (residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual), n));
-    if (!sum) return v;
-    char* s = at(a.sum, l, i);
-    store8_n(s, type_of(a.sum), v, n);
-    return load8_n(s, type_of(a.sum), n);
-  };
   float* p1 = scratch;
   float* p2 = scratch + a.len;
   for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
@@ -103,13 +94,13 @@ static void column_stats(const GroupNormLines& args, const float* shift, double*
     for (std::int64_t l = l0; l < l1; ++l) {
       std::int64_t i = 0;
       for (; i + 8 <= a.len; i += 8) {
-        const __m256 d = _mm256_sub_ps(v8(l, i, 8), _mm256_loadu_ps(shift + i));
+        const __m256 d = _mm256_sub_ps(stats8(a, l, i, 8, t), _mm256_loadu_ps(shift + i));
         _mm256_storeu_ps(p1 + i, _mm256_add_ps(_mm256_loadu_ps(p1 + i), d));
         _mm256_storeu_ps(p2 + i, _mm256_fmadd_ps(d, d, _mm256_loadu_ps(p2 + i)));
       }
       if (i < a.len) {
         const std::int64_t n = a.len - i;
-        const __m256 d = _mm256_sub_ps(v8(l, i, n), load8_n(shift + i, DType::f32, n));
+        const __m256 d = _mm256_sub_ps(stats8(a, l, i, n, t), load8_n(shift + i, DType::f32, n));
         store8_n(p1 + i, DType::f32, _mm256_add_ps(load8_n(p1 + i, DType::f32, n), d), n);
         store8_n(p2 + i, DType::f32, _mm256_fmadd_ps(d, d, load8_n(p2 + i, DType::f32, n)), n);
       }
@@ -137,28 +128,23 @@ static void apply_lines(const GroupNormLines& args, const GroupNormCoefs& coefs,
   const GroupNormCoefs c = coefs;
   const GroupNormOperand in = a.sum.data ? a.sum : a.x;
   const bool add_residual = a.residual.data && !a.sum.data, mul = a.mul.data != nullptr, stream = c.stream_y;
-  // An operand's storage type: T, or its own when T is read at run time.
-  const auto type_of = [&](const GroupNormOperand& o) {
-    if constexpr (std::is_same_v<T, DType>) return o.dtype;
-    else return t;
-  };
   const auto y8 = [&](std::int64_t l, std::int64_t i, std::int64_t n) __attribute__((always_inline)) {
-    __m256 v = load8_n(at(in, l, i), type_of(in), n);
-    if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual), n));
+    __m256 v = load8_n(at(in, l, i), type_of(in, t), n);
+    if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual, t), n));
     __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
                                coef8(c.bias, c.stride, i, n));
     if constexpr (kSilu) r = silu8(r);
-    if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i), type_of(a.mul), n));
+    if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i), type_of(a.mul, t), n));
     return r;
   };
   for (std::int64_t l = 0; l < a.lines; ++l) {
     std::int64_t i = 0;
     for (; i + 16 <= a.len; i += 16) {
       const __m256 lo = y8(l, i, 8), hi = y8(l, i + 8, 8);
-      put8_n(at(a.y, l, i), type_of(a.y), lo, 8, stream);
-      put8_n(at(a.y, l, i + 8), type_of(a.y), hi, 8, stream);
+      put8_n(at(a.y, l, i), type_of(a.y, t), lo, 8, stream);
+      put8_n(at(a.y, l, i + 8), type_of(a.y, t), hi, 8, stream);
     }
-    for (; i < a.len; i += 8) put8_n(at(a.y, l, i), type_of(a.y), y8(l, i, a.len - i), a.len - i, stream);
+    for (; i < a.len; i += 8) put8_n(at(a.y, l, i), type_of(a.y, t), y8(l, i, a.len - i), a.len - i, stream);
   }
   if (stream) _mm_sfence();
 }

@@ -147,7 +147,7 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * ys;
     const char* v = x;
     const auto moments = [&](float shift, auto&& chunk16, auto&& chunk) {
-      return layer ? row_moments_f32<true>(n, shift, chunk16, chunk) : row_moments_f32<false>(n, 0.0f, chunk16, chunk);
+      return layer ? row_moments_f32<true>(n, shift, chunk16, chunk) : row_moments_f32<false>(n, shift, chunk16, chunk);
     };
     // Layer norm centres on the row's first value (v as stored: a sum is rounded to its type).
     float shift = 0.0f;

@@ -47,8 +47,7 @@ struct TileLayoutB {
 // dtype t, its 32-bit units (unit_k elements each) contiguous and whole, no
 // W8A8 rounding, and a micro-tile's rows spread over L1 (rows_spread_in_l1).
 static inline const char* rows_of_units(const MatmulArgs& p, DType t, std::int64_t unit_k) {
-  const bool rows = p.a_dtype == t && p.a_col_stride == 1 && !p.a_q && p.k % unit_k == 0 && p.a_row_stride % unit_k == 0 &&
-                    rows_spread_in_l1(p.a_row_stride * std::int64_t(bytes_of(t)));
+  const bool rows = !p.a_q && blocked_reads_a_in_place(p.a_dtype, t, p.a_row_stride, p.a_col_stride, p.k, unit_k);
   return rows ? static_cast<const char*>(p.a) : nullptr;
 }
 

@@ -25,6 +25,26 @@ static inline void store_lanes(void* p, T t, Raw raw, __m512 v, __mmask16 m, boo
 
 static inline std::int64_t min(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 
+// Past the L3 the transposes fetch x ahead: its rows are pages apart, and the
+// hardware prefetcher follows no walk down a strip of them (+10-20 %, f32
+// [5120, 4096], Zen 4). One line of each of rows [r, r + n) of the block at
+// column c, if c is in it. Always inlined, as prefetch.hpp explains.
+__attribute__((always_inline)) static inline void prefetch_rows(const ReorderArgs& a, std::int64_t elem, std::int64_t r,
+                                                                std::int64_t c, std::int64_t n) {
+  if (c >= a.cols) return;
+  for (std::int64_t i = r; i < min(r + n, a.rows); ++i)
+    _mm_prefetch(static_cast<const char*>(a.x) + (i * a.x_row_stride + c) * elem, _MM_HINT_T0);
+}
+
+// The n rows 32 below the micro-tile at (r0, c0) of a walk down the block's
+// strips of `strip` columns; past a strip's end, the next strip's at the
+// same distance from its top.
+__attribute__((always_inline)) static inline void prefetch_below(const ReorderArgs& a, std::int64_t elem, std::int64_t r0,
+                                                                 std::int64_t c0, std::int64_t n, std::int64_t strip) {
+  if (r0 + 32 < a.rows) prefetch_rows(a, elem, r0 + 32, c0, n);
+  else prefetch_rows(a, elem, r0 + 32 - a.rows, c0 + strip, n);
+}
+
 static void copy_runs(const ReorderArgs& a) {
   const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
   for (std::int64_t r = 0; r < a.rows; ++r) {
@@ -68,25 +88,14 @@ static void transpose(const ReorderArgs& a, X xt, Y yt, Raw raw) {
     const __mmask16 col_mask = tail_mask(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 16) {
       const std::int64_t nr = min(16, a.rows - r0);
-      // Streaming (past the L3), x's rows are pages apart and the hardware
-      // prefetcher follows no such walk (+10-20 %, f32 [5120, 4096], Zen 4).
-      // Blocks of many rows fetch the micro-tile 32 rows below (at the
-      // strip's end, the next strip's first rows), others two micro-tiles
-      // to the right. AMD EPYC Turin, alternating in one process, 15
-      // rounds, time 32 rows below over two to the right at 1 / 2 threads:
-      // f32 [5120, 4096] -> [4096, 5120] (128-row blocks) 0.89 / 0.82;
-      // nchw_to_nhwc [16, 320, 64, 64] (16-row blocks, where below is the
-      // next strip) 1.08 / 1.16.
+      // Many rows: 32 below. Few (nchw_to_nhwc's 16-row blocks, where below
+      // is the next strip): two micro-tiles to the right. AMD EPYC Turin,
+      // alternating in one process, 15 rounds, time below over right at 1 /
+      // 2 threads: f32 [5120, 4096] -> [4096, 5120] (128-row blocks) 0.89 /
+      // 0.82; nchw_to_nhwc [16, 320, 64, 64] 1.08 / 1.16.
       if (stream) {
-        std::int64_t pr = r0, pc = c0 + 32;
-        if (a.rows > 32) {
-          const bool strip_end = r0 + 32 >= a.rows;
-          pr = strip_end ? r0 + 32 - a.rows : r0 + 32;
-          pc = strip_end ? c0 + 16 : c0;
-        }
-        if (pc < a.cols)
-          for (std::int64_t i = pr; i < min(pr + 16, a.rows); ++i)
-            _mm_prefetch(static_cast<const char*>(a.x) + (i * a.x_row_stride + pc) * bytes_of(xt), _MM_HINT_T0);
+        if (a.rows > 32) prefetch_below(a, bytes_of(xt), r0, c0, 16, 16);
+        else prefetch_rows(a, bytes_of(xt), r0, c0 + 32, 16);
       }
       __m512 t[16];
       load_tile(a, xt, raw, r0, c0, nr, col_mask, t);
@@ -191,19 +200,12 @@ static void transpose_16bit(const ReorderArgs& args) {
     const __mmask32 col_mask = tail_mask32(nc);
     for (std::int64_t r0 = 0; r0 < a.rows; r0 += 32) {
       const std::int64_t nr = min(32, a.rows - r0);
-      // Streaming (past the L3), the next 32 rows' line of this strip, or
-      // at the strip's end the next strip's first 32: rows are pages apart,
-      // and the hardware prefetcher follows no such walk. bf16 [5120, 4096]
-      // -> [4096, 5120], alternating in one process (AMD EPYC Turin, 15
-      // rounds), time with over without at 1 / 2 threads: 0.65 / 0.64;
-      // nchw_to_nhwc [16, 320, 64, 64] 0.96 / 0.98. Two micro-tiles to the
-      // right (the f32 path's) gave 0.92 / 0.86, 64 or 96 rows down 0.68-0.72.
-      if (a.stream_y) {
-        const bool strip_end = r0 + 32 >= a.rows;
-        const std::int64_t pr = strip_end ? 0 : r0 + 32, pc = strip_end ? c0 + 32 : c0;
-        if (pc < a.cols)
-          for (std::int64_t i = pr; i < min(pr + 32, a.rows); ++i) _mm_prefetch(x + (i * a.x_row_stride + pc) * 2, _MM_HINT_T0);
-      }
+      // bf16 [5120, 4096] -> [4096, 5120], alternating in one process (AMD
+      // EPYC Turin, 15 rounds), time with over without at 1 / 2 threads:
+      // 0.65 / 0.64; nchw_to_nhwc [16, 320, 64, 64] 0.96 / 0.98. Two
+      // micro-tiles to the right gave 0.92 / 0.86, 64 or 96 rows down
+      // 0.68-0.72.
+      if (a.stream_y) prefetch_below(a, 2, r0, c0, 32, 32);
       __m512i lo[16], hi[16];
       load_tile_16bit(x + (r0 * a.x_row_stride + c0) * 2, x_row_bytes, min(16, nr), col_mask, lo);
       load_tile_16bit(x + ((r0 + 16) * a.x_row_stride + c0) * 2, x_row_bytes, nr - 16, col_mask, hi);
