@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "kernels/x86/attention_rows.hpp"
-#include "kernels/x86/avx2/vec.hpp"
+#include "kernels/x86/avx2/math.hpp"
 #include "kernels/x86/load1.hpp"
 #include "kernels/x86/prefetch.hpp"
 

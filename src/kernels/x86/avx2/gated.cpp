@@ -31,7 +31,7 @@ static std::int64_t gated_same_type(const GatedArgs& a, T t, A act, __m256 a0, _
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const Pair g = operand(pa, a_varies, i, a0), u = operand(pb, b_varies, i, b0);
-    const __m256 lo = activate8(g.lo, act), hi = activate8(g.hi, act);
+    const __m256 lo = activate8<T::value>(g.lo, act), hi = activate8<T::value>(g.hi, act);
     if (pc) {
       const Pair c = operand(pc, c_varies, i, c0);
       put16_unordered(py + i * es, t, {_mm256_fmadd_ps(lo, u.lo, c.lo), _mm256_fmadd_ps(hi, u.hi, c.hi)}, stream);

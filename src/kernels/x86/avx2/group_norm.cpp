@@ -1,7 +1,7 @@
 #include <type_traits>
 
 #include "kernels/group_norm.hpp"
-#include "kernels/x86/avx2/vec.hpp"
+#include "kernels/x86/avx2/math.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -133,7 +133,7 @@ static void apply_lines(const GroupNormLines& args, const GroupNormCoefs& coefs,
     if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual, t), n));
     __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
                                coef8(c.bias, c.stride, i, n));
-    if constexpr (kSilu) r = silu8(r);
+    if constexpr (kSilu) r = silu8<out_type<T>()>(r);
     if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i), type_of(a.mul, t), n));
     return r;
   };

@@ -3,7 +3,7 @@
 #include <type_traits>
 
 #include "kernels/softmax.hpp"
-#include "kernels/x86/avx2/vec.hpp"
+#include "kernels/x86/avx2/math.hpp"
 
 namespace tessera::kernels::avx2 {
 
@@ -46,10 +46,11 @@ struct Row {
 };
 // exp(d) for d = logit - max <= 0; 0 below exp_floor(normal), where the
 // result would be subnormal (see ExpTiny: rows with -inf in their mask ran
-// 3x slower).
+// 3x slower). To the precision of Out, y's storage type (math.hpp).
+template <DType Out>
 static inline __m256 exp_of_logit(__m256 d) {
   const __m256 normal = _mm256_cmp_ps(d, _mm256_set1_ps(exp_floor(ExpTiny::normal)), _CMP_GE_OQ);
-  return _mm256_and_ps(normal, exp8<ExpArg::nonpositive, ExpTiny::normal>(d));
+  return _mm256_and_ps(normal, exp8_for<Out, ExpArg::nonpositive, ExpTiny::normal>(d));
 }
 }  // namespace
 
@@ -99,7 +100,7 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
     const char* next = r + 1 < r1 ? row.x + a.x_row_stride * xs : nullptr;
     __m256 vsum = _mm256_setzero_ps();
     const auto add_exp = [&](__m256 l, std::int64_t c) {
-      const __m256 e = exp_of_logit(_mm256_sub_ps(l, vm));
+      const __m256 e = exp_of_logit<out_type<Y>()>(_mm256_sub_ps(l, vm));
       if (buffered) _mm256_store_ps(exps + c, e);
       vsum = _mm256_add_ps(vsum, e);
     };
@@ -120,7 +121,7 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
     const auto out = [&](__m256 l, std::int64_t c) {
       if (buffered) return _mm256_mul_ps(_mm256_load_ps(exps + c), inv);
       const __m256 d = _mm256_sub_ps(l, vm);
-      return a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit(d), inv);
+      return a.log ? _mm256_sub_ps(d, log_sum) : _mm256_mul_ps(exp_of_logit<out_type<Y>()>(d), inv);
     };
     std::int64_t c = 0;
     if (!empty)

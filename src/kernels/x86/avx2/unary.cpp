@@ -20,11 +20,11 @@ static void unary_same_type(const UnaryArgs& a, T t, A act) {
   for (; i + 16 <= n; i += 16) {
     prefetch_ahead(x + i * es, 16 * es);
     const Pair v = load16_unordered(x + i * es, t);
-    put16_unordered(y + i * es, t, {activate8(v.lo, act), activate8(v.hi, act)}, stream);
+    put16_unordered(y + i * es, t, {activate8<T::value>(v.lo, act), activate8<T::value>(v.hi, act)}, stream);
   }
   for (; i < n; i += 8) {
     const std::int64_t k = std::min<std::int64_t>(8, n - i);
-    put8_n(y + i * es, t, activate8(load8_n(x + i * es, t, k), act), k, stream);
+    put8_n(y + i * es, t, activate8<T::value>(load8_n(x + i * es, t, k), act), k, stream);
   }
 }
 

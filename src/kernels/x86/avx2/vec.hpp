@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/activation.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/x86/load1.hpp"
 #include "tessera/core/dtype.hpp"
@@ -221,77 +220,6 @@ static inline void transpose8x8(__m256 r[8]) {
   for (int j = 0; j < 8; ++j) r[j] = t[j];
 }
 
-// exp(x) to ~1 ulp: x = n*ln2 + r, degree-6 polynomial, 2^n built in two
-// halves so that n down to -150 (subnormal results) and up to 128 (Inf) work,
-// or, for a nonpositive x with normal results (Arg, Tiny: see ExpArg,
-// ExpTiny), n in [-126, 0], as one exponent (five instructions fewer).
-template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m256 exp8(__m256 x) {
-  if constexpr (Arg == ExpArg::any) x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);  // operand order keeps NaN; exp(89) -> Inf
-  x = _mm256_max_ps(_mm256_set1_ps(exp_floor(Tiny)), x);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  if constexpr (Arg == ExpArg::nonpositive && Tiny == ExpTiny::normal)
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23)));
-  // 2^n = 2^(n/2) * 2^(n - n/2), each half a valid normal exponent.
-  const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
-
 static inline __m256 abs8(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
-
-// sigmoid(x) from e = exp(-|x|) in (0, 1]: 1/(1+e) for x >= 0 and e/(1+e)
-// below, accurate far into the tails. NaN stays NaN.
-static inline __m256 sigmoid8(__m256 x) {
-  const __m256 e = exp8<ExpArg::nonpositive>(_mm256_sub_ps(_mm256_setzero_ps(), abs8(x)));
-  const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  return _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-}
-
-// x * sigmoid(x); -inf gives -0 (not -inf * 0 = NaN).
-static inline __m256 silu8(__m256 x) {
-  const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
-  return _mm256_blendv_ps(_mm256_mul_ps(x, sigmoid8(x)), _mm256_set1_ps(-0.0f), minus_inf);
-}
-
-// tanh(x) = sign(x) * (1 - e) / (1 + e), e = exp(-2|x|) in (0, 1]: no
-// overflow, and for |x| < 2^-12 tanh(x) = x to f32 precision (the quotient
-// would lose the low bits there). NaN stays NaN.
-static inline __m256 tanh8(__m256 x) {
-  const __m256 abs = abs8(x);
-  const __m256 e = exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_mul_ps(abs, _mm256_set1_ps(-2.0f)));
-  __m256 t = _mm256_div_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), e), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-  t = _mm256_blendv_ps(t, abs, _mm256_cmp_ps(abs, _mm256_set1_ps(0x1p-12f), _CMP_LT_OQ));
-  return _mm256_or_ps(t, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));  // copy the sign (a NaN stays NaN)
-}
-
-// gelu(x) = x Φ(x) as avx512's gelu_erf16 computes it: Φ(x) = 1 - q for
-// x >= 0 and q below, q = p(t) exp(-u²) / 2 (Abramowitz & Stegun 7.1.26, u =
-// x / √2), with no 1 + erf(u) to cancel in the negative tail.
-static inline __m256 gelu_erf8(__m256 x) {
-  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_fmadd_ps(abs8(x), _mm256_set1_ps(0.3275911f * 0.70710678118654752f), _mm256_set1_ps(1.0f)));
-  __m256 p = _mm256_set1_ps(0.5f * 1.061405429f);
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * -1.453152027f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * 1.421413741f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * -0.284496736f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.5f * 0.254829592f));
-  p = _mm256_mul_ps(p, t);
-  const __m256 q = _mm256_mul_ps(p, exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_mul_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(-0.5f)))));
-  const __m256 upper = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NLT_UQ);  // x >= 0 or NaN
-  return _mm256_mul_ps(x, _mm256_blendv_ps(q, _mm256_sub_ps(_mm256_set1_ps(1.0f), q), upper));
-}
 
 }  // namespace tessera::kernels::avx2
