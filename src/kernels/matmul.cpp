@@ -149,6 +149,16 @@ MatmulTiling f32_tiling(const MatmulProblem& p, const hw::Info& hw) { return blo
 MatmulTiling bf16_dot_tiling(const MatmulProblem& p, const hw::Info& hw) { return blocked_tiling(p, hw, 2, kBf16KStep); }
 MatmulTiling int8_vnni_tiling(const MatmulProblem& p, const hw::Info& hw) { return blocked_tiling(p, hw, 1, kI8KStep); }
 
+// AVX2 W8A8 (avx2/matmul_int8.cpp): 2-row micro-tiles read a panel's K
+// slice once per row pair, so the slice (k_block x 32 bytes) takes half of
+// L1 and the task's rows of A (m_block x k_block) stream from L2 past it.
+MatmulTiling int8_avx2_tiling(const MatmulProblem& p, const hw::Info& hw) {
+  const std::int64_t k_block = std::max(kI8KStep, hw.l1d_bytes / 2 / kPanelCols / kI8KStep * kI8KStep);
+  const std::int64_t m_block = balanced_block(p.m, std::max<std::int64_t>(2, hw.l2_bytes / 2 / k_block / 2 * 2), 2);
+  const std::int64_t m_tasks = (p.m + m_block - 1) / m_block;
+  return {m_block, n_block_for(p, m_tasks, 1024, hw), k_block};
+}
+
 // AMX: 32 x 32 blocks of C (2 x 2 tiles). The K slice is 512 bytes of a
 // row (bf16: 256, int8: 512), so a 32-row slice of A (16 KiB) and a panel
 // step's B tiles (16 KiB) sit in L1 together. Per K slice a task packs its
@@ -201,6 +211,7 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily) {
       {"matmul_bf16_dot", hw::Isa::avx512_bf16, bf16_dot_supports, bf16_dot_tiling, avx512_bf16::matmul_bf16_dot},
       {"matmul_f32_avx512", hw::Isa::avx512, f32_supports, f32_tiling, avx512::matmul_f32},
       {"matmul_decode_avx2", hw::Isa::avx2, decode_avx2_supports, panel_streams_tiling, avx2::matmul_decode},
+      {"matmul_int8_avx2", hw::Isa::avx2, int8_supports, int8_avx2_tiling, avx2::matmul_int8},
       {"matmul_f32_avx2", hw::Isa::avx2, f32_supports, f32_tiling, avx2::matmul_f32},
       {"matmul_ref", hw::Isa::scalar, supports_all, f32_tiling, ref::matmul},
   };

@@ -153,7 +153,7 @@ static inline float w8a8_row_scale(float absmax, bool finite) {
 #define TESSERA_MATMUL_KERNEL(name) \
   void name(const MatmulArgs&, const MatmulTiling&, std::int64_t, std::int64_t, std::int64_t, std::int64_t)
 namespace ref { TESSERA_MATMUL_KERNEL(matmul); }
-namespace avx2 { TESSERA_MATMUL_KERNEL(matmul_f32); TESSERA_MATMUL_KERNEL(matmul_decode); }
+namespace avx2 { TESSERA_MATMUL_KERNEL(matmul_f32); TESSERA_MATMUL_KERNEL(matmul_decode); TESSERA_MATMUL_KERNEL(matmul_int8); }
 namespace avx512 { TESSERA_MATMUL_KERNEL(matmul_f32); TESSERA_MATMUL_KERNEL(matmul_decode); }
 namespace avx512_bf16 {
 TESSERA_MATMUL_KERNEL(matmul_bf16_dot);

@@ -132,6 +132,17 @@ TEST_P(LinearTest, W8A8) {
   EXPECT_TRUE(std::isfinite(c.data_as<float>()[0]) && std::isfinite(c.data_as<float>()[2 * n]));
 }
 
+TEST_P(LinearTest, W8A8FullScaleProducts) {
+  // Every quantized value at +-127, signs chosen so that pairs of products
+  // add up to +-2 x 127^2: the AVX2 row's int16 pair sums at their bound,
+  // exact (a u8 x s8 form with A offset by 128 would saturate them).
+  const std::int64_t m = 19, k = 136, n = 40;
+  Tensor a = zeros(DType::f32, {m, k}), wf = zeros(DType::f32, {k, n});
+  for (std::int64_t i = 0; i < m * k; ++i) a.data_as<float>()[i] = (i / 2 + i / k) % 3 == 0 ? -1.0f : 1.0f;
+  for (std::int64_t i = 0; i < k * n; ++i) wf.data_as<float>()[i] = (i / n / 2 + i % n) % 2 == 0 ? 0.5f : -0.5f;
+  check(a, make_weights(wf, DType::i8, {.group_size = 0}), DType::f32, {}, true);
+}
+
 TEST_P(LinearTest, W8A8ActivationLayouts) {
   // The per-token quantization on bf16 rows, on strided ones (a transposed
   // view), with K past whole 64-element steps, an all-zero row (outputs

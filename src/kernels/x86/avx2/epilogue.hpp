@@ -36,4 +36,20 @@ static inline void epilogue_tile32(const MatmulArgs& a, const float* tile, std::
       epilogue8(a, _mm256_load_ps(tile + i * ld + j), m + i, n + j, std::min<std::int64_t>(8, cols - j));
 }
 
+// The same from exact W8A8 sums (int32): each times its row's scale and its
+// column's weight scale first.
+static inline void epilogue_i32_tile32(const MatmulArgs& a, const std::int32_t* tile, std::int64_t ld, std::int64_t rows,
+                                       std::int64_t m, std::int64_t n, std::int64_t n_end) {
+  const PackedB& b = *a.packed;
+  const std::int64_t cols = std::min(kPanelCols, n_end - n);
+  for (std::int64_t j = 0; j < cols; j += 8) {
+    const std::int64_t count = std::min<std::int64_t>(8, cols - j);
+    const __m256 w = load8_n(advance(b.scales, b.scale_dtype, n + j), b.scale_dtype, count);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const __m256 exact = _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(tile + i * ld + j)));
+      epilogue8(a, _mm256_mul_ps(exact, _mm256_mul_ps(_mm256_set1_ps(a.a_scales[m + i]), w)), m + i, n + j, count);
+    }
+  }
+}
+
 }  // namespace tessera::kernels::avx2
