@@ -99,6 +99,65 @@ static void transpose(const ReorderArgs& args, X xt, Y yt, Raw raw) {
   if (a.stream_y) _mm_sfence();
 }
 
+// 16-bit elements within one dtype, whole blocks of 32 rows x 16 columns:
+// per 8 rows one 8x8 transpose of words in each 128-bit lane (24 unpacks
+// for 128 elements, where widening to 32-bit lanes took 48 shuffles and 16
+// packs), and per column 4 stores of 8 words that write its 64-byte y line
+// whole, as transpose() does. AMD EPYC Zen 3, bench membound, medians of 3
+// alternating runs, time against transpose() on the whole at 1 / 2 threads:
+// transpose_2d bf16 [5120, 4096] 0.67 / 0.63 ([4096, 4096], best of 2:
+// 0.52 / 0.56),
+// nchw_to_nhwc bf16 0.64 / 0.63.
+// Rows [0, rows) x columns [0, cols), multiples of 32 and 16: reorder()
+// passes the rest to transpose().
+static void transpose16_blocks(const ReorderArgs& a, std::int64_t rows, std::int64_t cols) {
+  const char* x = static_cast<const char*>(a.x);
+  char* y = static_cast<char*>(a.y);
+  const auto store = [&](char* p, __m128i v) {
+    if (a.stream_y && (reinterpret_cast<std::uintptr_t>(p) & 15) == 0)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(p), v);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  };
+  for (std::int64_t c0 = 0; c0 < cols; c0 += 16) {
+    for (std::int64_t r0 = 0; r0 < rows; r0 += 32) {
+      __m256i t[4][8];
+      for (int k = 0; k < 4; ++k) {
+        __m256i r[8];
+        for (int i = 0; i < 8; ++i) {
+          const char* row = x + ((r0 + 8 * k + i) * a.x_row_stride + c0) * 2;
+          // Streaming, x's rows are pages apart: each line a few tiles ahead.
+          if (a.stream_y && (c0 * 2) % 64 == 0) _mm_prefetch(row + 128, _MM_HINT_T0);
+          r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+        }
+        __m256i s[8], u[8];
+        for (int i = 0; i < 4; ++i) {
+          s[i] = _mm256_unpacklo_epi16(r[2 * i], r[2 * i + 1]);  // columns 0-3 of rows 2i, 2i + 1
+          s[i + 4] = _mm256_unpackhi_epi16(r[2 * i], r[2 * i + 1]);  // columns 4-7
+        }
+        for (int h = 0; h < 2; ++h)  // h: columns 0-3 or 4-7
+          for (int q = 0; q < 2; ++q) {  // q: rows 0-3 or 4-7
+            u[4 * h + 2 * q] = _mm256_unpacklo_epi32(s[4 * h + 2 * q], s[4 * h + 2 * q + 1]);
+            u[4 * h + 2 * q + 1] = _mm256_unpackhi_epi32(s[4 * h + 2 * q], s[4 * h + 2 * q + 1]);
+          }
+        // u[4h + 2q + p]: rows 4q..4q+3 of columns 4h + 2p, 4h + 2p + 1.
+        for (int j = 0; j < 8; ++j) {
+          const int h = j / 4, p = j % 4 / 2;
+          const __m256i lo = u[4 * h + p], hi = u[4 * h + 2 + p];
+          t[k][j] = j % 2 ? _mm256_unpackhi_epi64(lo, hi) : _mm256_unpacklo_epi64(lo, hi);
+        }
+      }
+      // t[k][j]: rows r0 + 8k .. + 7 of column c0 + j (low lane) and c0 + 8 + j (high lane).
+      for (int j = 0; j < 16; ++j) {
+        char* line = y + ((c0 + j) * a.y_col_stride + r0) * 2;
+        for (int k = 0; k < 4; ++k)
+          store(line + 16 * k, j < 8 ? _mm256_castsi256_si128(t[k][j]) : _mm256_extracti128_si256(t[k][j - 8], 1));
+      }
+    }
+  }
+  if (a.stream_y) _mm_sfence();
+}
+
 // copy or transpose blocks only (see the row's supports()). Transposes
 // within one dtype move 16- or 32-bit elements whatever the type;
 // conversions take the run-time types.
@@ -110,8 +169,17 @@ void reorder(const ReorderArgs& a) {
     copy_runs(a);
   else if (a.x_dtype != a.y_dtype)
     transpose(a, a.x_dtype, a.y_dtype, false);
-  else if (bytes_of(a.x_dtype) == 2)
-    transpose(a, Bits16(), Bits16(), Raw());
+  else if (bytes_of(a.x_dtype) == 2) {
+    const std::int64_t rows = a.rows / 32 * 32, cols = a.cols / 16 * 16;
+    transpose16_blocks(a, rows, cols);
+    ReorderArgs right = a, below = a;  // the columns past cols of those rows, then the rows past them
+    right.rows = rows, right.cols = a.cols - cols;
+    right.x = static_cast<const char*>(a.x) + cols * 2, right.y = static_cast<char*>(a.y) + cols * a.y_col_stride * 2;
+    below.rows = a.rows - rows;
+    below.x = static_cast<const char*>(a.x) + rows * a.x_row_stride * 2, below.y = static_cast<char*>(a.y) + rows * 2;
+    if (right.rows > 0 && right.cols > 0) transpose(right, Bits16(), Bits16(), Raw());
+    if (below.rows > 0) transpose(below, Bits16(), Bits16(), Raw());
+  }
   else
     transpose(a, Bits32(), Bits32(), Raw());
 }
