@@ -98,12 +98,17 @@ bool bf16_dot_supports(const MatmulProblem& p) {
 // 4.5 / 2.5, M 16 16.9 / 8.5 -> 9.1 / 4.9. bf16 weights up to 16 rows too,
 // widened in registers where the f32 row converts them per K slice: M 6
 // 14.2 / 7.3 -> 6.7 / 3.9, M 8 14.0 / 7.4 -> 8.1 / 4.6, M 12 16.4 / 9.8 ->
-// 11.7 / 6.6, M 16 17.4 / 8.7 -> 15.0 / 8.0-10.4.
+// 11.7 / 6.6, M 16 17.4 / 8.7 -> 15.0 / 8.0-10.4. W8A8 from 8 rows on
+// takes the integer row (matmul_int8_avx2), which reads the weights once:
+// AMD EPYC Zen 3, cold, ms at 1 / 2 threads, two runs each: M 4 2.9 / 1.6
+// against 2.9-3.2 / 1.5-1.8, M 8 5.4-5.6 / 3.1-3.2 against 4.8-5.1 / 2.7-3.0,
+// M 16 9.6-11.4 / 6.1-6.3 against 7.5-8.3 / 4.5-4.8.
 bool decode_avx2_supports(const MatmulProblem& p) {
   if (!unit_output(p) || !p.b_packed) return false;
   if (p.b == DType::f32) return p.m <= 2;
   if (p.b == DType::bf16) return p.m <= 16;
-  return groups_in_quads(p.b_group, p.k) && p.m <= 16;
+  const bool w8a8 = p.quantize_a && p.b == DType::i8;
+  return groups_in_quads(p.b_group, p.k) && p.m <= (w8a8 ? 7 : 16);
 }
 
 // Splits N so that there are at least 4 tasks per core (cores drift in

@@ -112,7 +112,7 @@ TEST_P(LinearTest, W8A8) {
   const std::int64_t k = 320, n = 90;
   const Tensor wf = random_tensor(DType::f32, {k, n}, 13);
   const WeightsPtr w = make_weights(wf, DType::i8, {.group_size = 0});
-  for (std::int64_t m : {1, 5, 16, 17, 64, 130}) {  // 16: the AVX2 decode row's last, in 8 passes
+  for (std::int64_t m : {1, 5, 7, 8, 16, 17, 64, 130}) {  // AVX2: up to 7 the decode row, from 8 the integer row
     SCOPED_TRACE(fmt::format("m={}", m));
     const Tensor a = random_tensor(DType::f32, {m, k}, 14);
     check(a, w, DType::f32, {}, true);
