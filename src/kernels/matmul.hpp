@@ -170,6 +170,7 @@ namespace amx { TESSERA_MATMUL_KERNEL(matmul_bf16); TESSERA_MATMUL_KERNEL(matmul
 #define TESSERA_W8A8_QUANTIZE(name) \
   void name(const MatmulArgs&, std::int64_t m0, std::int64_t m1, std::int8_t* q, std::int64_t ldq, float* scales)
 namespace ref { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
+namespace avx2 { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
 namespace avx512 { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
 #undef TESSERA_W8A8_QUANTIZE
 

@@ -495,7 +495,9 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
   spec.dynamic_rows = options.dynamic_rows;
   if (options.quantize_activations)
-    spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows : kernels::ref::w8a8_quantize_rows;
+    spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows
+                      : ctx.isa() >= hw::Isa::avx2  ? kernels::avx2::w8a8_quantize_rows
+                                                    : kernels::ref::w8a8_quantize_rows;
   add_epilogue_inputs(spec);
   // Leading dims of a, c and the residual collapse (usually to one): the
   // last collapsed dim is M, the rest is the batch.
