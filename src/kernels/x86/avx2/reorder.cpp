@@ -103,11 +103,10 @@ static void transpose(const ReorderArgs& args, X xt, Y yt, Raw raw) {
 // per 8 rows one 8x8 transpose of words in each 128-bit lane (24 unpacks
 // for 128 elements, where widening to 32-bit lanes took 48 shuffles and 16
 // packs), and per column 4 stores of 8 words that write its 64-byte y line
-// whole, as transpose() does. AMD EPYC Zen 3, bench membound, medians of 3
-// alternating runs, time against transpose() on the whole at 1 / 2 threads:
-// transpose_2d bf16 [5120, 4096] 0.67 / 0.63 ([4096, 4096], best of 2:
-// 0.52 / 0.56),
-// nchw_to_nhwc bf16 0.64 / 0.63.
+// whole, as transpose() does. AMD EPYC Zen 3, bench membound, time against
+// transpose() on the whole at 1 / 2 threads: transpose_2d bf16 [5120,
+// 4096] 0.67 / 0.63 and nchw_to_nhwc bf16 0.64 / 0.63 (medians of 3
+// alternating runs), [4096, 4096] 0.52 / 0.56 (best of 2).
 // Rows [0, rows) x columns [0, cols), multiples of 32 and 16: reorder()
 // passes the rest to transpose().
 static void transpose16_blocks(const ReorderArgs& a, std::int64_t rows, std::int64_t cols) {
