@@ -2,7 +2,9 @@
 // (int8 / int4, group-wise, with or without zero points), every kernel row
 // against the reference row reading the same packed weights.
 #include <cmath>
+#include <cstring>
 
+#include "kernels/matmul.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -141,6 +143,36 @@ TEST_P(LinearTest, W8A8FullScaleProducts) {
   for (std::int64_t i = 0; i < m * k; ++i) a.data_as<float>()[i] = (i / 2 + i / k) % 3 == 0 ? -1.0f : 1.0f;
   for (std::int64_t i = 0; i < k * n; ++i) wf.data_as<float>()[i] = (i / n / 2 + i % n) % 2 == 0 ? 0.5f : -0.5f;
   check(a, make_weights(wf, DType::i8, {.group_size = 0}), DType::f32, {}, true);
+}
+
+TEST_P(LinearTest, W8A8QuantizedRowsMatchTheReference) {
+  // This level's per-token quantization of A, bit for bit the reference's:
+  // rows with NaN, Inf and all zeros, K past whole vectors, f32 and bf16,
+  // contiguous and strided (the buffer read as its transpose).
+  if (GetParam() < hw::Isa::avx2) GTEST_SKIP() << "the reference itself";
+  const auto quantize = GetParam() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows : kernels::avx2::w8a8_quantize_rows;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t k : {1, 7, 100, 4099})
+      for (bool strided : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} k={} strided={}", to_string(dt), k, strided));
+        const std::int64_t m = 5, ldq = (k + 63) / 64 * 64;
+        Tensor a = random_tensor(DType::f32, {m, k}, 60, -4.0f, 4.0f);
+        float* v = a.data_as<float>();
+        v[2 * k + k / 2] = __builtin_nanf("");
+        v[3 * k + (k - 1) / 2] = __builtin_inff();
+        std::fill(v + 4 * k, v + 5 * k, 0.0f);
+        Tensor at = zeros(dt, {m, k});
+        ASSERT_TRUE(ops::cast(ref_stream_, a, at).ok());
+        kernels::MatmulArgs p{};
+        p.k = k, p.a = at.data(), p.a_dtype = dt;
+        p.a_row_stride = strided ? 1 : k, p.a_col_stride = strided ? m : 1;
+        std::vector<std::int8_t> q(m * ldq, 99), ref_q(m * ldq, 99);
+        std::vector<float> scales(m), ref_scales(m);
+        quantize(p, 0, m, q.data(), ldq, scales.data());
+        kernels::ref::w8a8_quantize_rows(p, 0, m, ref_q.data(), ldq, ref_scales.data());
+        EXPECT_EQ(q, ref_q);
+        EXPECT_EQ(std::memcmp(scales.data(), ref_scales.data(), m * sizeof(float)), 0);
+      }
 }
 
 TEST_P(LinearTest, W8A8ActivationLayouts) {
