@@ -12,17 +12,19 @@ namespace {
 // broadcasts, a B vector, its magnitude, a product and the ones.
 constexpr std::int64_t kMr = 2;
 
-// part[0:MR, 0:32] (int32) = (first ? 0 : part) + A[0:MR, 4 units) x B over
-// `units` quads of k. A: MR quantized rows lda bytes apart, read in place
-// (one 32-bit broadcast per quad); B: a panel slice in the int8 tile layout
-// (packed_weights.hpp: per quad a 64-byte row of 16 columns, the other 16
-// columns 1 KiB on, 16 quads a tile).
+// part[0:MR, 0:32] (int32) = (first ? 0 : part) + A[0:MR, 0:4u) x
+// B[0:4u, 0:32) for u = `units` quads of k. A: MR quantized rows lda bytes
+// apart, read in place (one 32-bit broadcast per quad); B: a panel slice in
+// the int8 tile layout (packed_weights.hpp: per quad a 64-byte row of 16
+// columns, the other 16 columns 1 KiB on, 16 quads a tile).
 //
 // AVX2 has no vpdpbusd. vpmaddubsw (u8 x s8, pairs summed into saturating
 // int16) is exact here as |b| x (a sign(b)): both factors within 127 (A and
 // the weights are quantized to [-127, 127]), a pair's sum within 2 x 127^2
-// < 2^15; vpmaddwd with ones then sums the pairs into int32. vpmaddubsw on
-// (a + 128) x b, as oneDNN's AVX2 int8 GEMM does, saturates for large pairs.
+// < 2^15; vpmaddwd with ones then sums the pairs into int32. The usual form
+// without VNNI, vpmaddubsw on (a + 128) x b, is a step shorter but
+// saturates for large pairs (oneDNN's "Nuances of int8 computations"
+// documents that for its own kernels).
 template <int MR>
 void micro_tile(std::int64_t units, const std::int8_t* a, std::int64_t lda, const char* b, std::int32_t* part,
                 std::int64_t ldp, bool first) {
