@@ -145,6 +145,10 @@ std::span<const KernelRow<MatmulFamily>> rows(MatmulFamily);
 // W8A8: each row of A is rounded to q = clamp(rne(a * (1 / scale)), -127, 127)
 // with scale = max|a| / 127 (1 for an all-zero row). A row holding NaN or Inf
 // gets a NaN scale, so its outputs are NaN. One definition for both passes.
+// A float's magnitude bits (sign cleared) at or above this are Inf or NaN:
+// per-row quantizers take the largest magnitude as integer bits and flag a
+// row that is not all finite with it.
+constexpr std::int32_t kNonFiniteBits = 0x7f800000;
 static inline float w8a8_row_scale(float absmax, bool finite) {
   if (!finite) return __builtin_nanf("");
   return absmax > 0.0f ? absmax / 127.0f : 1.0f;

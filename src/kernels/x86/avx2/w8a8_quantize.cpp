@@ -25,7 +25,7 @@ void w8a8_quantize_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, s
     const std::int32_t bits = *std::max_element(lanes, lanes + 8);
     float absmax;
     std::memcpy(&absmax, &bits, sizeof(absmax));
-    const float scale = w8a8_row_scale(absmax, bits < 0x7f800000);
+    const float scale = w8a8_row_scale(absmax, bits < kNonFiniteBits);
     scales[m - m0] = scale;
     const __m256 inv = _mm256_set1_ps(1.0f / scale);
     std::int8_t* out = q + (m - m0) * ldq;
@@ -34,9 +34,7 @@ void w8a8_quantize_rows(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, s
       __m256i r = _mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(load_a8(p, m, k, n), inv)), _mm256_set1_epi32(-127));
       r = _mm256_and_si256(r, _mm256_castps_si256(lanes_below(n)));  // zero past K, also where inv is NaN
       const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));  // saturates at 127
-      const std::int64_t bytes = std::min<std::int64_t>(8, ldq - k);
-      const std::int64_t b8 = _mm_cvtsi128_si64(_mm_packs_epi16(w, w));
-      std::memcpy(out + k, &b8, std::size_t(bytes));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + k), _mm_packs_epi16(w, w));  // ldq: whole 64-byte steps
     }
   }
 }

@@ -44,7 +44,6 @@ __attribute__((always_inline)) static inline void with_a_row(const MatmulArgs& p
 // of the weight-only decode), where a float max and a compare per vector
 // for NaN and Inf, through the dtype-switching load_a16, took 0.75 ns an
 // element (AMD EPYC Turin): 6 % of a W8A8 linear at M = 128.
-constexpr std::int32_t kNonFiniteBits = 0x7f800000;
 template <class Load>
 __attribute__((always_inline)) static inline std::int32_t max_magnitude_bits(Load&& load, std::int64_t k) {
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
