@@ -45,6 +45,10 @@ struct ResizeTable {
   const std::int32_t* i1;  // bilinear only: the upper tap
   const float* w0;         // bilinear only: the taps' weights
   const float* w1;
+  // Bilinear, out = 2 x in, half-pixel coordinates: output 2j reads
+  // 0.25 x[j - 1] + 0.75 x[j] and 2j + 1 0.75 x[j] + 0.25 x[j + 1], the taps
+  // clamped to the axis (the table says the same; kernels may use either).
+  bool half_pixel_x2 = false;
 };
 
 struct ResizeArgs {

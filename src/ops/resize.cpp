@@ -18,8 +18,9 @@ namespace {
 struct AxisTable {
   std::vector<std::int32_t> i0, i1;
   std::vector<float> w0, w1;
+  bool half_pixel_x2 = false;
 
-  kernels::ResizeTable view() const { return {i0.data(), i1.data(), w0.data(), w1.data()}; }
+  kernels::ResizeTable view() const { return {i0.data(), i1.data(), w0.data(), w1.data(), half_pixel_x2}; }
 };
 
 AxisTable make_table(std::int64_t in, std::int64_t out, const ResizeAttrs& attrs) {
@@ -27,6 +28,9 @@ AxisTable make_table(std::int64_t in, std::int64_t out, const ResizeAttrs& attrs
   const auto n = static_cast<std::size_t>((out + align - 1) / align * align);
   const bool bilinear = attrs.mode == ResizeMode::bilinear;
   AxisTable t;
+  // pytorch_half_pixel differs from half_pixel only for an output of 1.
+  t.half_pixel_x2 = bilinear && out == 2 * in &&
+                    (attrs.coord == CoordinateMode::half_pixel || attrs.coord == CoordinateMode::pytorch_half_pixel);
   t.i0.resize(n);
   if (bilinear) t.i1.resize(n), t.w0.resize(n), t.w1.resize(n);
   for (std::size_t k = 0; k < n; ++k) {

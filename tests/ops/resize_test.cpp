@@ -82,6 +82,10 @@ TEST_P(ResizeTest, MatchesReferenceAcrossModesLayoutsAndScales) {
       {4, 100, 3, 60, {1, 3}},
       {4, 100, 3, 45, {1, 3}},
       {4, 200, 3, 37, {1, 3}},
+      // x2 along wide rows (the NCHW half-pixel x2 path): whole blocks of 16
+      // outputs, and a row whose last block is partial (37 -> 74).
+      {3, 64, 6, 128, {1, 3}},
+      {2, 37, 4, 74, {1, 3}},
   };
   for (DType dt : kFloatTypes)
     for (const Case& k : cases)
