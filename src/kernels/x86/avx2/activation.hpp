@@ -9,7 +9,7 @@ namespace tessera::kernels::avx2 {
 // Out: the storage type of the result; a bf16 one is computed to bf16's
 // precision (math.hpp).
 template <DType Out = DType::f32>
-static inline __m256 activate8(__m256 v, Act act) {
+__attribute__((always_inline)) static inline __m256 activate8(__m256 v, Act act) {
   switch (act) {
     case Act::none: return v;
     case Act::relu: return _mm256_max_ps(_mm256_setzero_ps(), v);  // max returns its second operand on NaN: NaN stays

@@ -10,8 +10,9 @@
 // verify: 0.031 against 0.001); rcp with a Newton step was slower than the
 // division.
 // Interleaving 2 or 4 vectors per call, as the AVX-512 functions do, gained
-// nothing at 2 and spilled registers at 4 (16 ymm). Static functions only
-// (see vec.hpp).
+// nothing at 2 and spilled registers at 4 (16 ymm). Static functions only,
+// always inlined as vec.hpp's per-vector helpers are: GCC kept gelu_erf8,
+// and exp8 or tanh8 as other functions grew, out of line, a call per vector.
 #include <type_traits>
 
 #include "kernels/activation.hpp"
@@ -27,7 +28,7 @@ constexpr float kLog2e = 1.44269504088896341f;
 // instead of vroundps and vcvtps2dq.
 constexpr float kRoundToInt = 12582912.0f;  // 1.5 * 2^23
 
-static inline __m256i rounded_int(__m256 k) {
+__attribute__((always_inline)) static inline __m256i rounded_int(__m256 k) {
   return _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_castps_si256(_mm256_set1_ps(kRoundToInt)));
 }
 
@@ -36,7 +37,7 @@ static inline __m256i rounded_int(__m256 k) {
 // exponent, so that n down to -150 (subnormal results) and up to 128 (Inf)
 // work (five instructions more).
 template <ExpArg Arg, ExpTiny Tiny>
-static inline __m256 times_pow2(__m256 p, __m256i n) {
+__attribute__((always_inline)) static inline __m256 times_pow2(__m256 p, __m256i n) {
   const auto pow2 = [](__m256i e) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)); };
   if constexpr (Arg == ExpArg::nonpositive && Tiny == ExpTiny::normal) return _mm256_mul_ps(p, pow2(n));
   const __m256i h1 = _mm256_srai_epi32(n, 1);
@@ -47,7 +48,7 @@ static inline __m256 times_pow2(__m256 p, __m256i n) {
 // order keeps a NaN x (min and max return their second operand on NaN);
 // exp(89) and above give Inf.
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m256 exp8(__m256 x) {
+__attribute__((always_inline)) static inline __m256 exp8(__m256 x) {
   if constexpr (Arg == ExpArg::any) x = _mm256_min_ps(_mm256_set1_ps(89.0f), x);
   x = _mm256_max_ps(_mm256_set1_ps(exp_floor(Tiny)), x);
   const __m256 k = _mm256_fmadd_ps(x, _mm256_set1_ps(kLog2e), _mm256_set1_ps(kRoundToInt));
@@ -68,7 +69,7 @@ static inline __m256 exp8(__m256 x) {
 // exp2_16_bf16: 2^n times a degree-4 polynomial of f = t - n in [-0.5,
 // 0.5]), the clamps applied to t. Same special values as exp8.
 template <ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m256 exp2_8_bf16(__m256 t) {
+__attribute__((always_inline)) static inline __m256 exp2_8_bf16(__m256 t) {
   if constexpr (Arg == ExpArg::any) t = _mm256_min_ps(_mm256_set1_ps(89.0f * kLog2e), t);
   t = _mm256_max_ps(_mm256_set1_ps(exp_floor(Tiny) * kLog2e), t);
   const __m256 k = _mm256_add_ps(t, _mm256_set1_ps(kRoundToInt));
@@ -84,7 +85,7 @@ static inline __m256 exp2_8_bf16(__m256 t) {
 // exp(c x) for a result stored as Out: to bf16's precision for bf16 (c
 // rides on the multiplication by log2 e), to f32's otherwise.
 template <DType Out, ExpArg Arg = ExpArg::any, ExpTiny Tiny = ExpTiny::subnormal>
-static inline __m256 exp8_for(__m256 x, float c = 1.0f) {
+__attribute__((always_inline)) static inline __m256 exp8_for(__m256 x, float c = 1.0f) {
   if constexpr (Out == DType::bf16) return exp2_8_bf16<Arg, Tiny>(_mm256_mul_ps(x, _mm256_set1_ps(c * kLog2e)));
   else return exp8<Arg, Tiny>(c == 1.0f ? x : _mm256_mul_ps(x, _mm256_set1_ps(c)));
 }
@@ -96,7 +97,7 @@ static constexpr float exp_arg_scale() {
   return Out == DType::bf16 ? kLog2e : 1.0f;
 }
 template <DType Out, ExpArg Arg, ExpTiny Tiny>
-static inline __m256 exp_scaled_for(__m256 t) {
+__attribute__((always_inline)) static inline __m256 exp_scaled_for(__m256 t) {
   if constexpr (Out == DType::bf16) return exp2_8_bf16<Arg, Tiny>(t);
   else return exp8<Arg, Tiny>(t);
 }
@@ -112,7 +113,7 @@ static constexpr DType out_type() {
 // sigmoid(x) from e = exp(-|x|) in (0, 1]: 1/(1+e) for x >= 0 and e/(1+e)
 // below, accurate far into the tails. NaN stays NaN.
 template <DType Out = DType::f32>
-static inline __m256 sigmoid8(__m256 x) {
+__attribute__((always_inline)) static inline __m256 sigmoid8(__m256 x) {
   const __m256 e = exp8_for<Out, ExpArg::nonpositive>(abs8(x), -1.0f);
   const __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   return _mm256_blendv_ps(inv, _mm256_mul_ps(inv, e), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
@@ -123,7 +124,7 @@ static inline __m256 sigmoid8(__m256 x) {
 // quotient is -0, within any tolerance of the true -tiny; -inf gives -0
 // (not NaN).
 template <DType Out = DType::f32>
-static inline __m256 silu8(__m256 x) {
+__attribute__((always_inline)) static inline __m256 silu8(__m256 x) {
   const __m256 minus_inf = _mm256_cmp_ps(x, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ);
   const __m256 q = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp8_for<Out, ExpArg::any, ExpTiny::normal>(x, -1.0f)));
   return _mm256_blendv_ps(q, _mm256_set1_ps(-0.0f), minus_inf);
@@ -135,7 +136,7 @@ static inline __m256 silu8(__m256 x) {
 // 3 within 2^-11 of x, under bf16's; past it, exp's 4e-6 in 1 - e is 2^-13
 // of the result). NaN stays NaN.
 template <DType Out = DType::f32>
-static inline __m256 tanh8(__m256 x) {
+__attribute__((always_inline)) static inline __m256 tanh8(__m256 x) {
   constexpr float kIdentityBelow = Out == DType::bf16 ? 0x1p-5f : 0x1p-12f;
   const __m256 abs = abs8(x);
   const __m256 e = exp8_for<Out, ExpArg::nonpositive, ExpTiny::normal>(abs, -2.0f);
@@ -149,7 +150,7 @@ static inline __m256 tanh8(__m256 x) {
 // x / √2), with no 1 + erf(u) to cancel in the negative tail; -u² = x (-x /
 // 2) carries exp_arg_scale.
 template <DType Out = DType::f32>
-static inline __m256 gelu_erf8(__m256 x) {
+__attribute__((always_inline)) static inline __m256 gelu_erf8(__m256 x) {
   const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(abs8(x), _mm256_set1_ps(0.3275911f * 0.70710678118654752f),
                                                                           _mm256_set1_ps(1.0f)));
   __m256 p = _mm256_set1_ps(0.5f * 1.061405429f);
