@@ -197,6 +197,11 @@ std::vector<Case> reference_cases() {
       {2, 7, 9, 33, 33, 3, 3, {.padding = {1, 1}, .groups = 33}},
       {1, 9, 8, 48, 48, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 48}},
       {1, 10, 10, 17, 17, 5, 5, {.padding = {4, 4}, .dilation = {2, 2}, .groups = 17}},
+      // Depthwise rows wide enough for blocks of 8 interior pixels (AVX2's
+      // sliding window at stride 1), 3x3, 5x5 and 7x7, with pixels left over.
+      {1, 5, 21, 20, 20, 3, 3, {.padding = {1, 1}, .groups = 20}},
+      {1, 6, 14, 12, 12, 5, 5, {.padding = {2, 2}, .groups = 12}},
+      {1, 9, 17, 9, 9, 7, 7, {.padding = {3, 3}, .groups = 9}},
       // x read upsampled x2: the UNet's upsample conv, a 1x1 and a strided
       // one; as sub-pixel phases (stride 1, no dilation), kernels of even
       // and odd sizes with paddings 0 to beyond the kernel, so that a phase
@@ -256,6 +261,7 @@ const Case kEpilogueCases[] = {
     {1, 33, 32, 16, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
     {1, 6, 7, 16, 24, 3, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 4}},
     {2, 7, 9, 33, 33, 3, 3, {.padding = {1, 1}, .groups = 33}},
+    {1, 4, 19, 24, 24, 3, 3, {.padding = {1, 1}, .groups = 24}},
     {1, 4, 5, 8, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
     {1, 4, 5, 16, 24, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
 };
