@@ -379,18 +379,20 @@ Result<Case> make_resize(const Env& env, bool bilinear) {
   return c;
 }
 
-// Rotary embedding of q [T, 32, 128] in place: the LLM's per-layer position step.
-Result<Case> make_rope(const Env& env) {
+// Rotary embedding of q [T, 32, 128] in place: the LLM's per-layer position
+// step, in the half (HF Llama) or the interleaved (GPT-J, Meta Llama) style.
+Result<Case> make_rope(const Env& env, bool interleaved) {
   const std::int64_t tokens = std::max<std::int64_t>(1, env.elements / kHidden);
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, {1, tokens, 32, 128}, 1));
   TESSERA_ASSIGN_OR_RETURN(Tensor pos, Tensor::empty(DType::i64, {1, tokens}));
   for (std::int64_t i = 0; i < tokens; ++i) pos.data_as<std::int64_t>()[i] = i;
   TESSERA_ASSIGN_OR_RETURN(auto caches, ops::rope_cache(tokens, 128));
   const Tensor cos = caches.first, sin = caches.second;
-  Case c{.name = "rope_half", .bytes = bytes_of({x, x, pos, cos, sin})};
+  Case c{.name = interleaved ? "rope_interleaved" : "rope_half", .bytes = bytes_of({x, x, pos, cos, sin})};
   Stream& s = env.stream;
-  c.impls.push_back({"tessera", [&s, x, pos, cos, sin] { return ops::rope(s, x, pos, cos, sin, x); },
-                     kernel_of(ops::Rope::plan(env.ctx, x.desc(), pos.desc(), cos.desc(), sin.desc(), x.desc()))});
+  const ops::RopeAttrs attrs{.interleaved = interleaved};
+  c.impls.push_back({"tessera", [&s, x, pos, cos, sin, attrs] { return ops::rope(s, x, pos, cos, sin, x, attrs); },
+                     kernel_of(ops::Rope::plan(env.ctx, x.desc(), pos.desc(), cos.desc(), sin.desc(), x.desc(), attrs))});
   return c;
 }
 
@@ -467,7 +469,8 @@ std::vector<CaseMaker> case_makers() {
       {"concat_last", make_concat},
       {"resize_nearest2x_nhwc", [](const Env& e) { return make_resize(e, false); }},
       {"resize_bilinear2x_nchw", [](const Env& e) { return make_resize(e, true); }},
-      {"rope_half", make_rope},
+      {"rope_half", [](const Env& e) { return make_rope(e, false); }},
+      {"rope_interleaved", [](const Env& e) { return make_rope(e, true); }},
       {"embedding", make_embedding},
       {"quantize_i8_per_channel", [](const Env& e) { return make_quantize(e, false); }},
       {"dequantize_i8_per_channel", [](const Env& e) { return make_quantize(e, true); }},
