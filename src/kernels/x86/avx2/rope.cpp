@@ -75,7 +75,20 @@ static void rotate_interleaved(const RopeArgs& a, const char* x, char* y, X xt, 
   const auto pairs4 = [](const float* p, std::int64_t n) {  // lanes 0-3 (n < 8: n / 2 of them, zeros after)
     return n == 8 ? _mm256_castps128_ps256(_mm_loadu_ps(p)) : load8_n(p, DType::f32, n / 2);
   };
-  for (std::int64_t i = 0; i < a.rot_dim; i += 8) {
+  std::int64_t i = 0;
+  // bf16 in and out: load16_unordered's order is the pairs' own (lane k of
+  // lo and hi: pair k's x0 and x1), so 8 pairs take 8 cos and 8 sin as they
+  // are stored, with no permutes and no in-order narrowing: [1, 256, 32,
+  // 128] in cache, 1 thread, 0.38 -> 0.18 ms (the half style's 0.17).
+  if constexpr (std::is_same_v<X, Y> && !std::is_same_v<X, DType>)
+    if constexpr (X::value == DType::bf16)
+      for (; i + 16 <= a.rot_dim; i += 16) {
+        const Pair v = load16_unordered(advance(x, xt, i), xt);
+        const __m256 c = _mm256_loadu_ps(a.cos + i / 2), s = _mm256_loadu_ps(a.sin + i / 2);
+        put16_unordered(advance(y, yt, i), yt,
+                        {_mm256_fmsub_ps(v.lo, c, _mm256_mul_ps(v.hi, s)), _mm256_fmadd_ps(v.hi, c, _mm256_mul_ps(v.lo, s))}, false);
+      }
+  for (; i < a.rot_dim; i += 8) {
     const std::int64_t n = std::min<std::int64_t>(8, a.rot_dim - i);
     const __m256 c = _mm256_permutevar8x32_ps(pairs4(a.cos + i / 2, n), dup);
     const __m256 s = _mm256_xor_ps(_mm256_permutevar8x32_ps(pairs4(a.sin + i / 2, n), dup), sign);
