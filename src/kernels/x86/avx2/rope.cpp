@@ -63,35 +63,31 @@ static void rotate_half_same_type(const RopeArgs& a, T t) {
 // Interleaved: 8 features are 4 pairs (x0, x1). With cos duplicated per pair
 // and sin as (-s, +s), y = x * cos + swap_pairs(x) * sin. X and Y: the
 // storage types, compile-time constants where x and y share one (a switch
-// per vector otherwise). A step's 4 cos and 4 sin come by 128-bit loads:
-// through load8_n's tail buffer (4 < 8), each was stored and reloaded at
-// once, stalling on store forwarding (AMD EPYC Zen 3, [256, 32, 128] in
-// cache, 1 thread: f32 2.8 -> 0.23 ms, bf16 3.3 -> 0.38; the half style's
-// 0.10 / 0.17).
+// per vector otherwise). A step's 4 cos and 4 sin are tails of 4
+// (vec.hpp: load8_tail's masked loads; through its buffer they stalled on
+// store forwarding, AMD EPYC Zen 3, [256, 32, 128] in cache, 1 thread: f32
+// 2.8 -> 0.23 ms, bf16 3.3 -> 0.38; the half style's 0.10 / 0.17).
 template <class X, class Y>
 static void rotate_interleaved(const RopeArgs& a, const char* x, char* y, X xt, Y yt) {
   const __m256i dup = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
   const __m256 sign = _mm256_castsi256_ps(_mm256_set_epi32(0, INT_MIN, 0, INT_MIN, 0, INT_MIN, 0, INT_MIN));
-  const auto pairs4 = [](const float* p, std::int64_t n) {  // lanes 0-3 (n < 8: n / 2 of them, zeros after)
-    return n == 8 ? _mm256_castps128_ps256(_mm_loadu_ps(p)) : load8_n(p, DType::f32, n / 2);
-  };
   std::int64_t i = 0;
   // bf16 in and out: load16_unordered's order is the pairs' own (lane k of
   // lo and hi: pair k's x0 and x1), so 8 pairs take 8 cos and 8 sin as they
   // are stored, with no permutes and no in-order narrowing: [1, 256, 32,
   // 128] in cache, 1 thread, 0.38 -> 0.18 ms (the half style's 0.17).
-  if constexpr (std::is_same_v<X, Y> && !std::is_same_v<X, DType>)
-    if constexpr (X::value == DType::bf16)
-      for (; i + 16 <= a.rot_dim; i += 16) {
-        const Pair v = load16_unordered(advance(x, xt, i), xt);
-        const __m256 c = _mm256_loadu_ps(a.cos + i / 2), s = _mm256_loadu_ps(a.sin + i / 2);
-        put16_unordered(advance(y, yt, i), yt,
-                        {_mm256_fmsub_ps(v.lo, c, _mm256_mul_ps(v.hi, s)), _mm256_fmadd_ps(v.hi, c, _mm256_mul_ps(v.lo, s))}, false);
-      }
+  using Bf16 = std::integral_constant<DType, DType::bf16>;
+  if constexpr (std::is_same_v<X, Bf16> && std::is_same_v<Y, Bf16>)
+    for (; i + 16 <= a.rot_dim; i += 16) {
+      const Pair v = load16_unordered(advance(x, xt, i), xt);
+      const __m256 c = _mm256_loadu_ps(a.cos + i / 2), s = _mm256_loadu_ps(a.sin + i / 2);
+      put16_unordered(advance(y, yt, i), yt,
+                      {_mm256_fmsub_ps(v.lo, c, _mm256_mul_ps(v.hi, s)), _mm256_fmadd_ps(v.hi, c, _mm256_mul_ps(v.lo, s))}, false);
+    }
   for (; i < a.rot_dim; i += 8) {
     const std::int64_t n = std::min<std::int64_t>(8, a.rot_dim - i);
-    const __m256 c = _mm256_permutevar8x32_ps(pairs4(a.cos + i / 2, n), dup);
-    const __m256 s = _mm256_xor_ps(_mm256_permutevar8x32_ps(pairs4(a.sin + i / 2, n), dup), sign);
+    const __m256 c = _mm256_permutevar8x32_ps(load8_n(a.cos + i / 2, DType::f32, n / 2), dup);
+    const __m256 s = _mm256_xor_ps(_mm256_permutevar8x32_ps(load8_n(a.sin + i / 2, DType::f32, n / 2), dup), sign);
     const __m256 v = load8_n(advance(x, xt, i), xt, n);
     const __m256 swapped = _mm256_permute_ps(v, 0xb1);  // (x1, x0) in each pair
     store8_n(advance(y, yt, i), yt, _mm256_fmadd_ps(v, c, _mm256_mul_ps(swapped, s)), n);
