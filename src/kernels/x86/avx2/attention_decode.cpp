@@ -151,17 +151,16 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   const std::int64_t t_end = decode_views(a, t1, view);
 
   // Row state (q scaled, in T's order; o sums; scores and probabilities; m,
-  // l, alpha and the block's row sums, kMaxRows each) and a zero row for the
-  // keys past the last block's end. Every part a whole number of vectors.
-  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (2 * rows * dim + rows * kKeys<T> + 4 * kMaxRows + dim)));
+  // l and alpha, kMaxRows each) and a zero row for the keys past the last
+  // block's end. Every part a whole number of vectors.
+  auto* q = static_cast<float*>(thread_scratch(ScratchSlot::a_panel, sizeof(float) * (2 * rows * dim + rows * kKeys<T> + 3 * kMaxRows + dim)));
   float* o = q + rows * dim;
   float* s = o + rows * dim;
   float* m = s + rows * kKeys<T>;
   float* l = m + kMaxRows;
   float* alpha = l + kMaxRows;
-  float* row_sum = alpha + kMaxRows;
-  float* zero = row_sum + kMaxRows;
-  const __m256 scale = _mm256_set1_ps(a.scale);
+  float* zero = alpha + kMaxRows;
+  const __m256 scale = _mm256_set1_ps(a.scale * kLog2e);  // scores in log2 units (softmax_rows8)
   for (std::int64_t r = 0; r < rows; ++r) {
     float* qr = q + r * dim;
     const void* src = q_row(a, r);
@@ -171,7 +170,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   }
   std::fill(o, o + rows * dim, 0.0f);
   std::fill(m, m + kMaxRows, kNegInf);
-  std::fill(l, zero + dim, 0.0f);  // l, alpha, row_sum, zero
+  std::fill(l, zero + dim, 0.0f);  // l, alpha, zero
 
   // Prefetch ticks per block: score_keys and pv_units calls.
   int ticks = 0;
@@ -201,15 +200,17 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
     // 1-2. Scores, then the online softmax row by row; alpha holds the old
     //      max until every row has its new one.
     for_row_passes(rows, [&](std::int64_t r, auto pr) { score_pass<NU, pr(), T>(q + r * dim, block.k, s + r * kKeys<T>, pf); });
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* sr = s + r * kKeys<T>;
-      if constexpr (T == DType::i8) scale_keys<T>(sr, ks);
-      alpha[r] = m[r];
-      const void* mask = view[r].mask ? advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride) : nullptr;
-      row_sum[r] = softmax_row(a, sr, kKeys<T> / 8, valid[r], mask, m[r]);
-      if constexpr (T == DType::i8) scale_keys<T>(sr, vs);
+    if constexpr (T == DType::i8)
+      for (std::int64_t r = 0; r < rows; ++r) scale_keys<T>(s + r * kKeys<T>, ks);
+    for (std::int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const void* masks[8];
+      for (std::int64_t r = r0; r < std::min(rows, r0 + 8); ++r)
+        masks[r - r0] = view[r].mask ? advance(view[r].mask, a.mask_dtype, tb * a.mask_key_stride) : nullptr;
+      softmax_rows8(a, s + r0 * kKeys<T>, kKeys<T>, kKeys<T> / 8, std::min<std::int64_t>(8, rows - r0), valid + r0, masks, m + r0,
+                    l + r0, alpha + r0);
     }
-    for (std::int64_t r = 0; r < rows; r += 8) rescale_rows8(alpha + r, m + r, row_sum + r, l + r);
+    if constexpr (T == DType::i8)
+      for (std::int64_t r = 0; r < rows; ++r) scale_keys<T>(s + r * kKeys<T>, vs);
 
     // 3. O = alpha O + P V, over the keys a pass's last row sees (p is 0 past a row's own).
     for_row_passes(rows, [&](std::int64_t r, auto pr) {
