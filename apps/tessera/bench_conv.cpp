@@ -323,6 +323,10 @@ std::vector<ConvCase> conv_cases(bool quick) {
   }
   // 3x3 stride 2: the downsampler.
   cases.push_back({"c320_64x64_k3s2", 320, 320, 64, 3, 2});
+  // conv_out: the UNet's to the 4 latent channels, the VAE decoder's to RGB
+  // (at 256 x 256, a quarter of SD's 512 x 512 image).
+  cases.push_back({fmt::format("{}_64x64_k3s1", channels(320, 4)), 320, 4, 64, 3, 1});
+  if (!quick) cases.push_back({fmt::format("{}_256x256_k3s1", channels(128, 3)), 128, 3, 256, 3, 1});
   // A ResNet block's second conv: bias, SiLU and the skip connection in its epilogue.
   for (const auto& [c, side] : levels) {
     cases.push_back({fmt::format("c{}_{}x{}_k3s1_bias_silu_res", c, side, side), c, c, side, 3, 1, Variant::epilogue});

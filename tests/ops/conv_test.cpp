@@ -223,6 +223,11 @@ std::vector<Case> reference_cases() {
       {1, 13, 15, 16, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
       // Diffusion UNet convs: a ResBlock conv and the downsample conv.
       {1, 16, 16, 64, 64, 3, 3, {.padding = {1, 1}}},
+      // conv_out (UNet: 320 -> 4 channels, VAE decoder: 128 -> 3): a GEMM
+      // of few columns (AVX2: dot products along K), K = 9 C with and
+      // without a tail of 8.
+      {1, 9, 11, 40, 4, 3, 3, {.padding = {1, 1}}},
+      {1, 6, 7, 13, 3, 3, 3, {.padding = {1, 1}}},
       {1, 32, 32, 64, 64, 3, 3, {.stride = {2, 2}, .padding = {1, 1}}},
       // Larger: K = 1440 over several slices, Cout over several panels.
       {1, 8, 8, 160, 192, 3, 3, {.padding = {1, 1}}},
@@ -254,7 +259,8 @@ TEST_P(ConvTest, MatchesNaiveReference) {
 }
 
 // One shape per kernel path: the 1x1 GEMM, the implicit GEMM, Winograd
-// (stride 1; stride 2 over x's phases), grouped, depthwise, upsampling.
+// (stride 1; stride 2 over x's phases), grouped, depthwise, upsampling,
+// few output channels.
 const Case kEpilogueCases[] = {
     {2, 5, 7, 17, 33, 1, 1},
     {1, 7, 9, 24, 40, 3, 3, {.padding = {1, 1}}},
@@ -264,6 +270,7 @@ const Case kEpilogueCases[] = {
     {1, 4, 19, 24, 24, 3, 3, {.padding = {1, 1}, .groups = 24}},
     {1, 4, 5, 8, 16, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
     {1, 4, 5, 16, 24, 3, 3, {.padding = {1, 1}, .upsample_nearest2x = true}},
+    {1, 6, 7, 13, 3, 3, 3, {.padding = {1, 1}}},
 };
 
 TEST_P(ConvTest, FusedEpilogue) {

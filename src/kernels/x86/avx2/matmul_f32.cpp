@@ -50,6 +50,108 @@ void micro_tile(std::int64_t kc, const float* a, const float* b, float* part, st
 using MicroTile = void (*)(std::int64_t, const float*, const float*, float*, std::int64_t, bool);
 constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr, micro_tile<1>, micro_tile<2>, micro_tile<3>};
 
+// B of at most 8 columns (a conv to 3 or 4 channels, as SD's conv_out and its
+// VAE decoder's): 32-column panels would leave 7/8 of every FMA idle, and
+// packing A cost as much again, so C comes out of dot products along K
+// instead: rows of A read in place, 8 k a step, against the transposed
+// columns of B (bt: [N][k_pad], zeros past K), each (row, column) one vector
+// of partial sums, added up across at the end.
+
+// Rows of a tile: R * N accumulators, R vectors of A and one of B in the 16 registers.
+template <int N>
+constexpr int kNarrowRows = 15 / (N + 1);
+
+// sums[r][0 : 8] = A[m + r, :] . bt[j, :] for j < N (0 past N), r < R.
+template <int R, int N, class T>
+void narrow_tile(const MatmulArgs& p, T at, std::int64_t m, const float* bt, std::int64_t k_pad, float* sums, std::int64_t ld) {
+  const char* row[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) row[r] = static_cast<const char*>(advance(p.a, at, (m + r) * p.a_row_stride));
+  __m256 acc[R][N];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < p.k; k += 8) {
+    const std::int64_t n = std::min<std::int64_t>(8, p.k - k);
+    __m256 av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) av[r] = load8_n(row[r] + k * bytes_of(at), at, n);
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
+      const __m256 bv = _mm256_load_ps(bt + j * k_pad + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(av[r], bv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float out[8] = {};
+    for (int j = 0; j < N; ++j) out[j] = hsum(acc[r][j]);
+    _mm256_store_ps(sums + r * ld, _mm256_load_ps(out));
+  }
+}
+
+// B's columns [n0, n1) (at most 8) as bt.
+void transpose_narrow_b(const MatmulArgs& p, std::int64_t n0, std::int64_t n1, float* bt, std::int64_t k_pad) {
+  const std::int64_t cols = n1 - n0;
+  std::fill(bt, bt + cols * k_pad, 0.0f);
+  const bool in_place = p.packed && p.packed->dtype == DType::f32;
+  const float* panel = in_place ? static_cast<const float*>(p.packed->values) + n0 / kPanelCols * p.packed->k * kPanelCols : nullptr;
+  BRows32 rows(p, n0, n1);
+  for (std::int64_t k = 0; k < p.k; ++k) {
+    alignas(32) float r[kPanelCols];
+    const float* src = panel ? panel + k * kPanelCols : r;
+    if (!panel) {
+      __m256 v[4];
+      rows.row(k, v);
+      _mm256_store_ps(r, v[0]);
+    }
+    for (std::int64_t j = 0; j < cols; ++j) bt[j * k_pad + k] = src[j];
+  }
+}
+
+template <int N, class T>
+void narrow_rows(const MatmulArgs& p, T at, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, const float* bt,
+                 std::int64_t k_pad, float* part) {
+  constexpr int R = kNarrowRows<N>;
+  std::int64_t m = m0;
+  for (; m + R <= m1; m += R) {
+    narrow_tile<R, N>(p, at, m, bt, k_pad, part, kPanelCols);
+    epilogue_tile32(p, part, kPanelCols, R, m, n0, n1);
+  }
+  for (; m < m1; ++m) {
+    narrow_tile<1, N>(p, at, m, bt, k_pad, part, kPanelCols);
+    epilogue_tile32(p, part, kPanelCols, 1, m, n0, n1);
+  }
+}
+
+// Whether matmul_f32 takes C by dot products (narrow_rows): few columns, A
+// f32 or bf16 with unit column stride (read in place).
+bool narrow(const MatmulArgs& p, std::int64_t n0, std::int64_t n1) {
+  return n1 - n0 <= 8 && p.k > 0 && !p.a_q && p.a_col_stride == 1 && (p.a_dtype == DType::f32 || p.a_dtype == DType::bf16);
+}
+
+void matmul_narrow(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
+  const std::int64_t k_pad = round_up(p.k, 8), cols = n1 - n0;
+  auto* bt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(cols * k_pad) * sizeof(float)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(kNarrowRows<1> * kPanelCols) * sizeof(float)));
+  transpose_narrow_b(p, n0, n1, bt, k_pad);
+  const auto by_type = [&](auto at) {
+    switch (cols) {
+      case 1: return narrow_rows<1>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 2: return narrow_rows<2>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 3: return narrow_rows<3>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 4: return narrow_rows<4>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 5: return narrow_rows<5>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 6: return narrow_rows<6>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      case 7: return narrow_rows<7>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+      default: return narrow_rows<8>(p, at, m0, m1, n0, n1, bt, k_pad, part);
+    }
+  };
+  if (p.a_dtype == DType::bf16) by_type(std::integral_constant<DType, DType::bf16>());
+  else by_type(std::integral_constant<DType, DType::f32>());
+}
+
 }  // namespace
 
 // Blocked GEMM for one tile of C, as the AVX-512 row: K in slices of
@@ -61,6 +163,7 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr, micro_tile<1>, micro_tile<2
 // last slice.
 void matmul_f32(const MatmulArgs& p, const MatmulTiling& t, std::int64_t m0, std::int64_t m1, std::int64_t n0,
                 std::int64_t n1) {
+  if (narrow(p, n0, n1)) return matmul_narrow(p, m0, m1, n0, n1);
   const std::int64_t rows = m1 - m0, kb = std::max<std::int64_t>(1, std::min(t.k_block, p.k));
   const std::int64_t ldp = round_up(n1 - n0, kPanelCols);
   const std::size_t a_bytes = std::size_t(round_up(rows, kMr) * kb) * sizeof(float);
