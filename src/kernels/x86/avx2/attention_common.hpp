@@ -22,8 +22,6 @@ static inline __m256 load_mask8(const AttentionArgs& a, const void* row, std::in
   return _mm256_load_ps(v);
 }
 
-constexpr float kLn2 = 0.693147180559945309f;
-
 // The online softmax's step after a block for up to 8 rows (count) of
 // scores s, `width` apart, `vectors` of them in the block. The scores are in
 // log2 units (q carries log2 e, and the additive mask is scaled by it here),

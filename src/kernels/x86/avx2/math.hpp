@@ -21,6 +21,7 @@
 namespace tessera::kernels::avx2 {
 
 constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2 = 0.693147180559945309f;
 
 // t + kRoundToInt is t rounded to an integer n (nearest even) for |t| <
 // 2^22, held in the low bits of its significand: the bits minus kRoundToInt's
