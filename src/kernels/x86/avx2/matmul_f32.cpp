@@ -94,7 +94,6 @@ void narrow_tile(const MatmulArgs& p, T at, std::int64_t m, const float* bt, std
 // B's columns [n0, n1) (at most 8) as bt.
 void transpose_narrow_b(const MatmulArgs& p, std::int64_t n0, std::int64_t n1, float* bt, std::int64_t k_pad) {
   const std::int64_t cols = n1 - n0;
-  std::fill(bt, bt + cols * k_pad, 0.0f);
   const bool in_place = p.packed && p.packed->dtype == DType::f32;
   const float* panel = in_place ? static_cast<const float*>(p.packed->values) + n0 / kPanelCols * p.packed->k * kPanelCols : nullptr;
   BRows32 rows(p, n0, n1);
@@ -108,6 +107,7 @@ void transpose_narrow_b(const MatmulArgs& p, std::int64_t n0, std::int64_t n1, f
     }
     for (std::int64_t j = 0; j < cols; ++j) bt[j * k_pad + k] = src[j];
   }
+  for (std::int64_t j = 0; j < cols; ++j) std::fill(bt + j * k_pad + p.k, bt + (j + 1) * k_pad, 0.0f);
 }
 
 template <int N, class T>
