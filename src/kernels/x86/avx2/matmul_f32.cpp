@@ -57,9 +57,14 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr, micro_tile<1>, micro_tile<2
 // columns of B (bt: [N][k_pad], zeros past K), each (row, column) one vector
 // of partial sums, added up across at the end.
 
-// Rows of a tile: R * N accumulators, R vectors of A and one of B in the 16 registers.
-template <int N>
-constexpr int kNarrowRows = 15 / (N + 1);
+// A's storage type, T a std::integral_constant.
+template <class T>
+constexpr bool kBf16A = T::value == DType::bf16;
+
+// Rows of a tile: R * N accumulators, R vectors of A (bf16: pairs) and B's
+// (bf16: two) in the 16 registers.
+template <int N, class T>
+constexpr int kNarrowRows = kBf16A<T> ? 14 / (N + 2) : 15 / (N + 1);
 
 // sums[r][0 : 8] = A[m + r, :] . bt[j, :] for j < N (0 past N), r < R.
 template <int R, int N, class T>
@@ -72,7 +77,23 @@ void narrow_tile(const MatmulArgs& p, T at, std::int64_t m, const float* bt, std
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int j = 0; j < N; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (std::int64_t k = 0; k < p.k; k += 8) {
+  std::int64_t k = 0;
+  // bf16 A 16 k a step in load16_unordered's order (bt's whole 16-blocks
+  // are stored in it): one load and two shifts or masks per 16 values
+  // instead of two widening loads and two shifts.
+  if constexpr (kBf16A<T>)
+    for (; k + 16 <= p.k; k += 16) {
+      Pair av[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) av[r] = load16_unordered(row[r] + 2 * k, at);
+#pragma GCC unroll 8
+      for (int j = 0; j < N; ++j) {
+        const __m256 b_even = _mm256_load_ps(bt + j * k_pad + k), b_odd = _mm256_load_ps(bt + j * k_pad + k + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(av[r].hi, b_odd, _mm256_fmadd_ps(av[r].lo, b_even, acc[r][j]));
+      }
+    }
+  for (; k < p.k; k += 8) {
     const std::int64_t n = std::min<std::int64_t>(8, p.k - k);
     __m256 av[R];
 #pragma GCC unroll 8
@@ -107,13 +128,17 @@ void transpose_narrow_b(const MatmulArgs& p, std::int64_t n0, std::int64_t n1, f
     }
     for (std::int64_t j = 0; j < cols; ++j) bt[j * k_pad + k] = src[j];
   }
-  for (std::int64_t j = 0; j < cols; ++j) std::fill(bt + j * k_pad + p.k, bt + (j + 1) * k_pad, 0.0f);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    std::fill(bt + j * k_pad + p.k, bt + (j + 1) * k_pad, 0.0f);
+    if (p.a_dtype == DType::bf16)
+      for (std::int64_t k = 0; k + 16 <= p.k; k += 16) to_bf16_order16(bt + j * k_pad + k, bt + j * k_pad + k);
+  }
 }
 
 template <int N, class T>
 void narrow_rows(const MatmulArgs& p, T at, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1, const float* bt,
                  std::int64_t k_pad, float* part) {
-  constexpr int R = kNarrowRows<N>;
+  constexpr int R = kNarrowRows<N, T>;
   std::int64_t m = m0;
   for (; m + R <= m1; m += R) {
     narrow_tile<R, N>(p, at, m, bt, k_pad, part, kPanelCols);
@@ -134,7 +159,7 @@ bool narrow(const MatmulArgs& p, std::int64_t n0, std::int64_t n1) {
 void matmul_narrow(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
   const std::int64_t k_pad = round_up(p.k, 8), cols = n1 - n0;
   auto* bt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(cols * k_pad) * sizeof(float)));
-  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(kNarrowRows<1> * kPanelCols) * sizeof(float)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(kNarrowRows<1, std::integral_constant<DType, DType::f32>> * kPanelCols) * sizeof(float)));
   transpose_narrow_b(p, n0, n1, bt, k_pad);
   const auto by_type = [&](auto at) {
     switch (cols) {
