@@ -22,9 +22,13 @@ static inline __m256 load_mask8(const AttentionArgs& a, const void* row, std::in
   return _mm256_load_ps(v);
 }
 
+// What q is scaled by: the attention's scale times log2 e, so that the
+// scores come out in the log2 units softmax_rows8 takes.
+static inline __m256 q_scale(const AttentionArgs& a) { return _mm256_set1_ps(a.scale * kLog2e); }
+
 // The online softmax's step after a block for up to 8 rows (count) of
 // scores s, `width` apart, `vectors` of them in the block. The scores are in
-// log2 units (q carries log2 e, and the additive mask is scaled by it here),
+// log2 units (q carries log2 e, q_scale; the additive mask is scaled here),
 // so that p = 2^(s - m) skips exp's reduction by ln 2. valid[i]: the keys of
 // the block row i sees (past them hidden); masks[i]: its additive mask at
 // the block's first key, or nullptr. On return s holds p, 0 where hidden

@@ -160,7 +160,7 @@ static void decode(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, con
   float* l = m + kMaxRows;
   float* alpha = l + kMaxRows;
   float* zero = alpha + kMaxRows;
-  const __m256 scale = _mm256_set1_ps(a.scale * kLog2e);  // scores in log2 units (softmax_rows8)
+  const __m256 scale = q_scale(a);
   for (std::int64_t r = 0; r < rows; ++r) {
     float* qr = q + r * dim;
     const void* src = q_row(a, r);

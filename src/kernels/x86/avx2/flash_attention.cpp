@@ -224,7 +224,7 @@ void flash_attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, c
   // cross-attention, f32, 1 thread, best of 8-10 runs, 10.4 -> 10.0 ms).
   prefetch_q_rows(a);
   u = UnitRow(a, 0);
-  const __m256 scale = _mm256_set1_ps(a.scale * kLog2e);  // scores in log2 units (softmax_rows8)
+  const __m256 scale = q_scale(a);
   dispatch_float(a.q_dtype, [&](auto qt) {
     for (std::int64_t r0 = 0; r0 < rows; r0 += kScoreRows) {
       const std::int64_t rr = std::min(kScoreRows, rows - r0);

@@ -60,6 +60,8 @@ constexpr MicroTile kMicroTiles[kMr + 1] = {nullptr, micro_tile<1>, micro_tile<2
 // A's storage type, T a std::integral_constant.
 template <class T>
 constexpr bool kBf16A = T::value == DType::bf16;
+using F32 = std::integral_constant<DType, DType::f32>;
+using Bf16 = std::integral_constant<DType, DType::bf16>;
 
 // Rows of a tile: R * N accumulators, R vectors of A (bf16: pairs) and B's
 // (bf16: two) in the 16 registers.
@@ -159,7 +161,7 @@ bool narrow(const MatmulArgs& p, std::int64_t n0, std::int64_t n1) {
 void matmul_narrow(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::int64_t n0, std::int64_t n1) {
   const std::int64_t k_pad = round_up(p.k, 8), cols = n1 - n0;
   auto* bt = static_cast<float*>(thread_scratch(ScratchSlot::b_panel, std::size_t(cols * k_pad) * sizeof(float)));
-  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(kNarrowRows<1, std::integral_constant<DType, DType::f32>> * kPanelCols) * sizeof(float)));
+  auto* part = static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(kNarrowRows<1, F32> * kPanelCols) * sizeof(float)));
   transpose_narrow_b(p, n0, n1, bt, k_pad);
   const auto by_type = [&](auto at) {
     switch (cols) {
@@ -173,8 +175,8 @@ void matmul_narrow(const MatmulArgs& p, std::int64_t m0, std::int64_t m1, std::i
       default: return narrow_rows<8>(p, at, m0, m1, n0, n1, bt, k_pad, part);
     }
   };
-  if (p.a_dtype == DType::bf16) by_type(std::integral_constant<DType, DType::bf16>());
-  else by_type(std::integral_constant<DType, DType::f32>());
+  if (p.a_dtype == DType::bf16) by_type(Bf16());
+  else by_type(F32());
 }
 
 }  // namespace

@@ -185,7 +185,6 @@ __attribute__((always_inline)) static inline void put16_unordered(void* p, DType
   put8_n(static_cast<char*>(p) + 8 * bytes_of(t), t, v.hi, 8, stream);
 }
 
-
 static inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -213,7 +212,6 @@ static inline double hsum_pd(__m256d v) {
   const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
   return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
-
 
 // In-register transpose: r[i][j] -> r[j][i]. Always inlined: called out
 // of line (as GCC chose for the flash kernel once its q loads were
