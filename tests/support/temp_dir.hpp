@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,8 +17,7 @@ namespace tessera::testing {
 class TempDirTest : public ::testing::Test {
  protected:
   explicit TempDirTest(std::string_view prefix)
-      : dir_(std::filesystem::path(::testing::TempDir()) /
-             fmt::format("{}_{}_{}", prefix, ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+      : dir_(std::filesystem::path(::testing::TempDir()) / fmt::format("{}_{}_{}", prefix, ::getpid(), test_name())) {
     std::filesystem::remove_all(dir_);
   }
   ~TempDirTest() override { std::filesystem::remove_all(dir_); }
@@ -30,6 +30,15 @@ class TempDirTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+
+ private:
+  // The test's name as one path component: a parameterized test's ends in
+  // "/<param>", which made the directory a child of one left behind.
+  static std::string test_name() {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::ranges::replace(name, '/', '_');
+    return name;
+  }
 };
 
 }  // namespace tessera::testing
