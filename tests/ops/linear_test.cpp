@@ -58,6 +58,7 @@ TEST_P(LinearTest, QuantizedWeightsEveryGroupAndScaleType) {
           for (std::int64_t m : {1, 3, 16, 40}) {
             SCOPED_TRACE(fmt::format("{} group {} zp {} scales {} m={}", to_string(wt), group, zero_points, to_string(st), m));
             check(random_tensor(DType::f32, {m, k}, 4), w, DType::f32);
+            check(random_tensor(DType::bf16, {m, k}, 4), w, DType::bf16);  // weight-only with bf16 activations
           }
         }
 }
@@ -86,15 +87,17 @@ TEST_P(LinearTest, BatchedStridedActivations) {
 }
 
 TEST_P(LinearTest, EpiloguesOnEveryWeightType) {
+  // M 1 and 5 take the decode rows (weights streamed, up to 16 rows), 20 the blocked ones.
   for (DType wt : {DType::f32, DType::bf16, DType::i8, DType::i4})
-    for (Activation act : {Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu}) {
-      SCOPED_TRACE(fmt::format("{} {}", to_string(wt), ops::to_string(act)));
-      const std::int64_t m = 20, k = 128, n = 48;
-      const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 9), wt, {.group_size = 64});
-      check(random_tensor(DType::f32, {m, k}, 10, -2, 2), w, DType::bf16,
-            {.scale = 1.5f, .activation = act, .bias = random_tensor(DType::bf16, {n}, 11),
-             .residual = random_tensor(DType::f32, {m, n}, 12)});
-    }
+    for (Activation act : {Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu})
+      for (std::int64_t m : {1, 5, 20}) {
+        SCOPED_TRACE(fmt::format("{} {} m={}", to_string(wt), ops::to_string(act), m));
+        const std::int64_t k = 128, n = 48;
+        const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 9), wt, {.group_size = 64});
+        check(random_tensor(DType::f32, {m, k}, 10, -2, 2), w, DType::bf16,
+              {.scale = 1.5f, .activation = act, .bias = random_tensor(DType::bf16, {n}, 11),
+               .residual = random_tensor(DType::f32, {m, n}, 12)});
+      }
 }
 
 TEST_P(LinearTest, OutputLargerThanL3) {
