@@ -466,6 +466,10 @@ class PagedAttentionPlan final : public Plan {
       if (*length > max_kv_len_)
         return Status::invalid_argument(fmt::format("seq_ids[{}]: sequence {} holds {} tokens, the plan was made for at most {}",
                                                     b, ids[id_at], *length, max_kv_len_));
+      if (*length < sq)  // q's tokens are the sequence's last Sq, appended before the attention
+        return Status::invalid_argument(fmt::format(
+            "seq_ids[{}]: sequence {} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", b,
+            ids[id_at], *length, sq));
       const std::int32_t* table = cache_->block_table(ids[id_at])->data();
       const std::int64_t lse_off = out.size() == 2 ? b * outputs_[1].strides[0] : 0;
       for (std::int64_t h = 0; h < hkv; ++h) {

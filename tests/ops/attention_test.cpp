@@ -941,6 +941,11 @@ TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
   for (DType cache_dt : {DType::bf16, DType::i8})
     for (std::int64_t hq : {2, 6})
       for (std::int64_t sq : {1, 2}) check(cache_dt, 16, sq, DType::f32, true, seed += 10, hq);
+  // Prefill, Sq 12 (48 rows a kv head, past the decode rows' 16): the flash
+  // rows read the paged layout, every cache type; f32 also against the
+  // contiguous op.
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8})
+    for (bool causal : {true, false}) check(cache_dt, causal ? 16 : 32, 12, DType::f32, causal, seed += 10);
 }
 
 TEST_P(PagedAttentionTest, FpMathBf16RoundsF32Queries) {
@@ -1193,6 +1198,14 @@ TEST(PagedAttentionErrors, RunChecksSequences) {
   // The one-shot function reports unknown ids too.
   EXPECT_FALSE(ops::paged_attention(stream, cache, q, i32_tensor({999}), o).ok());
   EXPECT_FALSE(ops::paged_attention(stream, cache, q, i32_tensor({dead}), o).ok());
+  // q's 12 tokens cannot be the last of a sequence of 10 (they were not appended), causal or not.
+  const Tensor q12 = random_tensor(DType::f32, {1, 12, 4, 32}, 3), o12 = zeros(DType::f32, {1, 12, 4, 32});
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    const Status s = ops::paged_attention(stream, cache, q12, i32_tensor({shortseq}), o12, {.causal = causal});
+    EXPECT_TRUE(fails_mentioning(s, "seq_ids")) << s.to_string();
+    EXPECT_NE(s.message().find("fewer than q's 12"), std::string::npos) << s.to_string();
+  }
 }
 
 }  // namespace
