@@ -1,5 +1,7 @@
 #include "ops/common.hpp"
 
+#include <algorithm>
+#include <numeric>
 #include <utility>
 
 namespace tessera::ops::detail {
@@ -79,6 +81,13 @@ Status check_tensors(std::string_view op, std::span<const Tensor> given, std::sp
       return Status::invalid_argument(fmt::format("{}: {} has no data (null pointer)", op, names[i]));
   }
   return {};
+}
+
+std::array<int, kMaxRank> stride_order(const TensorDesc& y) {
+  std::array<int, kMaxRank> order{};
+  std::iota(order.begin(), order.begin() + y.rank(), 0);
+  std::stable_sort(order.begin(), order.begin() + y.rank(), [&](int i, int j) { return y.strides[i] > y.strides[j]; });
+  return order;
 }
 
 Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor& in, std::string_view in_name,

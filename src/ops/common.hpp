@@ -70,6 +70,25 @@ void parallel_over(ThreadPool& pool, const StridedDims<N>& outer, std::int64_t i
   });
 }
 
+// The dims of y by stride, largest first; a stable order, so equal strides
+// (size-1 dims) keep theirs. An elementwise op may visit its elements in any
+// order: in this one its inner run is y's unit-stride dim wherever y has one,
+// a permuted y (and inputs permuted alike) included.
+std::array<int, kMaxRank> stride_order(const TensorDesc& y);
+
+// collapse() of the dims taken in `order`.
+template <int N>
+StridedDims<N> collapse_in_order(const Shape& shape, const std::array<Strides, N>& strides, const std::array<int, kMaxRank>& order) {
+  Shape s = Shape::filled(shape.rank(), 1);
+  std::array<Strides, N> t;
+  for (int k = 0; k < N; ++k) t[k] = Strides::filled(shape.rank(), 0);
+  for (int i = 0; i < shape.rank(); ++i) {
+    s[i] = shape[order[std::size_t(i)]];
+    for (int k = 0; k < N; ++k) t[k][i] = strides[k][order[std::size_t(i)]];
+  }
+  return collapse<N>(s, t);
+}
+
 // Splits collapsed dims into (outer dims, last dim): the last dim becomes the
 // kernel's run, the rest are walked by parallel_over.
 template <int N>

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "core/element.hpp"
@@ -244,6 +245,58 @@ TEST_P(ElementwiseTest, PicksTheRowOfItsLevel) {
                                : GetParam() == hw::Isa::avx2 ? "unary_avx2"
                                                              : "unary_avx512";
   EXPECT_EQ(plan->kernel(), expected);
+}
+
+// Views laid out across y (transposed, permuted, strided along y's inner
+// dim) are staged into y's layout and take the SIMD rows; views permuted like
+// y are walked in y's order without a copy. Each against the scalar row.
+TEST_P(ElementwiseTest, ViewsAcrossYsLayoutTakeTheVectorRows) {
+  const bool scalar = GetParam() == hw::Isa::scalar;
+  auto transposed = [](DType dt, std::int64_t rows, std::int64_t cols, std::uint64_t seed) {
+    return value_or_die(random_tensor(dt, {cols, rows}, seed).transpose(0, 1));  // [rows, cols], column-major
+  };
+  // The plan's row and workspace, then its result against the scalar row's.
+  auto check = [&](const ops::PlanPtr& plan, std::span<const Tensor> in, const Tensor& y, bool staged,
+                   const std::function<Status(Stream&, const Tensor&)>& run) {
+    EXPECT_EQ(plan->kernel().ends_with("_ref"), scalar) << plan->kernel();
+    EXPECT_EQ(plan->workspace_bytes() > 0, staged && !scalar);
+    const Tensor ref = zeros(y.dtype(), y.shape());
+    ASSERT_TRUE(plan->run(stream_, in, {&y, 1}).ok());  // the workspace from the pool
+    ASSERT_TRUE(run(ref_stream_, ref).ok());
+    EXPECT_TRUE(close(y, ref, tolerance_for(y.dtype())));
+  };
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(to_string(dt));
+    // A transposed x into a contiguous y, and into a y transposed alike (no copy).
+    const Tensor xt = transposed(dt, 33, 65, 1), y = zeros(dt, {33, 65}), yt = value_or_die(zeros(dt, {65, 33}).transpose(0, 1));
+    for (const Tensor& out : {y, yt}) {
+      const bool staged = out.is_contiguous();
+      SCOPED_TRACE(staged ? "into contiguous y" : "into y transposed alike");
+      check(value_or_die(ops::Unary::plan(ctx_, ops::Activation::silu, xt.desc(), out.desc())), {{xt}}, out, staged,
+            [&](Stream& s, const Tensor& r) { return ops::silu(s, xt, r); });
+    }
+    // A cast from a transposed bf16 x.
+    const Tensor xb = transposed(DType::bf16, 33, 65, 2), yf = zeros(DType::f32, {33, 65});
+    check(value_or_die(ops::Unary::plan(ctx_, ops::Activation::none, xb.desc(), yf.desc())), {{xb}}, yf, true,
+          [&](Stream& s, const Tensor& r) { return ops::cast(s, xb, r); });
+    // A permuted 3-D a and a row broadcast over it.
+    const Tensor a = value_or_die(random_tensor(dt, {4, 5, 6}, 3).permute({2, 0, 1})), row = random_tensor(dt, {5}, 4);
+    const Tensor y3 = zeros(dt, {6, 4, 5});
+    check(value_or_die(ops::Binary::plan(ctx_, ops::BinaryOp::sub, a.desc(), row.desc(), y3.desc())), {{a, row}}, y3, true,
+          [&](Stream& s, const Tensor& r) { return ops::sub(s, a, row, r); });
+    // A slice taking every other element of the inner dim (stride 2).
+    const Tensor wide = random_tensor(dt, {7, 18}, 5);
+    const Tensor every_other = value_or_die(Tensor::wrap(wide.data(), {dt, {7, 9}, {18, 2}}));
+    const Tensor y7 = zeros(dt, {7, 9}), b7 = random_tensor(dt, {7, 9}, 6);
+    check(value_or_die(ops::Binary::plan(ctx_, ops::BinaryOp::mul, b7.desc(), every_other.desc(), y7.desc())),
+          {{b7, every_other}}, y7, true, [&](Stream& s, const Tensor& r) { return ops::mul(s, b7, every_other, r); });
+    // Gated, with and without c: b, then c transposed.
+    const Tensor ga = random_tensor(dt, {33, 65}, 7), gb = transposed(dt, 33, 65, 8), gc = transposed(dt, 33, 65, 9);
+    check(value_or_die(ops::Gated::plan(ctx_, ops::Activation::silu, ga.desc(), gb.desc(), std::nullopt, y.desc())), {{ga, gb}},
+          y, true, [&](Stream& s, const Tensor& r) { return ops::gated(s, ops::Activation::silu, ga, gb, r); });
+    check(value_or_die(ops::Gated::plan(ctx_, ops::Activation::silu, ga.desc(), ga.desc(), gc.desc(), y.desc())),
+          {{ga, ga, gc}}, y, true, [&](Stream& s, const Tensor& r) { return ops::gated(s, ops::Activation::silu, ga, ga, gc, r); });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, ::testing::ValuesIn(isa_levels()), isa_name);

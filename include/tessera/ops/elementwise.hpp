@@ -3,6 +3,10 @@
 // activations and casts, binary arithmetic, and the gated (GLU) form
 // act(a) * b (+ c). Storage f32, f16 or bf16; compute in f32. The output may
 // be the very same view as an input (in-place); any other overlap is an error.
+// Elements are visited in the order of y's strides, so views permuted alike
+// (y included) run as fast as contiguous ones; an input laid out across y
+// (transposed, permuted otherwise, strided along y's unit-stride dim) is first
+// copied into y's layout by a tiled reorder, in the plan's workspace.
 #include <optional>
 
 #include "tessera/ops/activation.hpp"
