@@ -80,28 +80,6 @@ SplitDims<N> elementwise_dims(const std::array<TensorDesc, N>& d) {
   return split_last(collapse_in_order<N>(d[N - 1].shape, s, stride_order(d[N - 1])));
 }
 
-// An input copied into y's layout before the kernel runs: read across y's
-// unit-stride dim (a transposed or permuted view, a strided slice) it would
-// leave every SIMD row (unit or broadcast inner runs) to the scalar one,
-// 15-30x slower (AMD EPYC Zen 3, [2048, 2048] f32 transposed into a
-// contiguous y, 1 thread: silu 2.4 -> 64 ms, add 1.7 -> 24 ms); a tiled
-// reorder into the workspace costs a copy instead.
-struct Stage {
-  int input = 0;
-  PlanPtr reorder;      // the input into `copy`
-  TensorDesc copy;      // the input's shape, dense with its dims in y's order
-  std::int64_t offset;  // bytes into the workspace
-};
-
-// The operands as the kernels read them (staged inputs replaced by their
-// copies; then y), the stages and the workspace they take.
-template <int N>
-struct Staged {
-  std::array<TensorDesc, N> descs;
-  std::vector<Stage> stages;
-  std::int64_t workspace = 0;
-};
-
 // x's shape, dense, its dims ordered as y's (x aligned to y's trailing dims).
 TensorDesc dense_in_order_of(const TensorDesc& x, const TensorDesc& y) {
   const std::array<int, kMaxRank> y_order = stride_order(y);
@@ -117,21 +95,26 @@ TensorDesc dense_in_order_of(const TensorDesc& x, const TensorDesc& y) {
   return {x.dtype, x.shape, strides};
 }
 
-template <int N>
-Result<Staged<N>> stage_inputs(Context& ctx, const std::array<TensorDesc, N>& descs) {
-  Staged<N> s{descs, {}, 0};
-  if (ctx.isa() == hw::Isa::scalar) return s;  // the reference row walks any strides as they are
-  const SplitDims<N> dims = elementwise_dims<N>(descs);
-  if (dims.inner_strides[N - 1] != 1) return s;  // y has no unit-stride run: the scalar row walks it as it is
-  for (int k = 0; k + 1 < N; ++k) {
-    if (dims.inner_strides[std::size_t(k)] == 0 || dims.inner_strides[std::size_t(k)] == 1) continue;
-    Stage stage{k, nullptr, dense_in_order_of(descs[std::size_t(k)], descs[N - 1]), s.workspace};
-    TESSERA_ASSIGN_OR_RETURN(stage.reorder, Reorder::plan(ctx, descs[std::size_t(k)], stage.copy));
-    s.workspace += (stage.copy.span_bytes() + 63) / 64 * 64;  // each copy on its own cache lines
-    s.descs[std::size_t(k)] = stage.copy;
-    s.stages.push_back(std::move(stage));
-  }
-  return s;
+// The elementwise ops' layout rule (plan_through_copies): an input read
+// along y's inner run (y's innermost dim in y's order) with a stride other
+// than 0 or 1 is copied dense in y's dim order, so that the inner runs are
+// unit or broadcast in every operand. y is written as it is, and without a
+// unit-stride run in y nothing is copied (the scalar row walks it).
+// `descs`: the inputs, then y.
+CopyLayout across_y(std::vector<TensorDesc> descs) {
+  return [descs = std::move(descs)](std::size_t i, bool output) -> std::optional<TensorDesc> {
+    const TensorDesc& y = descs.back();
+    if (output) return std::nullopt;
+    const std::array<int, kMaxRank> order = stride_order(y);
+    for (int r = y.rank() - 1; r >= 0; --r) {
+      const int d = order[std::size_t(r)];
+      if (y.shape[d] == 1) continue;
+      if (y.strides[d] != 1) return std::nullopt;
+      const std::int64_t stride = broadcast_strides(descs[i], y.shape)[d];
+      return stride == 0 || stride == 1 ? std::nullopt : std::optional(dense_in_order_of(descs[i], y));
+    }
+    return std::nullopt;
+  };
 }
 
 // An elementwise plan over N operands (inputs, then y) whose dims collapse to
@@ -145,14 +128,13 @@ class ElementwisePlan final : public Plan {
 
   ElementwisePlan(std::string_view op, std::string_view kernel, const std::array<TensorDesc, N>& descs,
                   const std::array<std::string_view, N>& names, std::int64_t flops, kernels::ElementwiseTiling tiling,
-                  Staged<N> staged, Launch launch)
-      : Plan(kernel, traffic_of(descs, staged.stages), flops), op_(op), descs_(descs), names_(names), tiling_(tiling),
-        dims_(elementwise_dims<N>(staged.descs)), staged_(std::move(staged)), launch_(std::move(launch)) {}
+                  Launch launch)
+      : Plan(kernel, traffic_of(descs), flops), op_(op), descs_(descs), names_(names), tiling_(tiling),
+        dims_(elementwise_dims<N>(descs)), launch_(std::move(launch)) {}
 
   std::string_view op() const override { return op_; }
-  std::int64_t workspace_bytes() const override { return staged_.workspace; }
 
-  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_.data(), N - 1), std::span(names_.data(), N - 1)));
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_.data() + N - 1, 1), std::span(names_.data() + N - 1, 1)));
     for (int k = 0; k + 1 < N; ++k)
@@ -161,11 +143,6 @@ class ElementwisePlan final : public Plan {
       std::array<const char*, N> base;
       for (int k = 0; k + 1 < N; ++k) base[k] = byte_ptr(in[k]);
       base[N - 1] = byte_ptr(out[0]);
-      for (const Stage& st : staged_.stages) {
-        TESSERA_ASSIGN_OR_RETURN(const Tensor copy, Tensor::wrap(static_cast<char*>(workspace) + st.offset, st.copy));
-        TESSERA_RETURN_IF_ERROR(run_step(*st.reorder, stream, {&in[std::size_t(st.input)], 1}, {&copy, 1}, nullptr));
-        base[std::size_t(st.input)] = byte_ptr(copy);
-      }
       parallel_over(stream.pool(), dims_.outer, dims_.inner, tiling_.grain,
                     [&](const std::array<std::int64_t, N>& off, std::int64_t i0, std::int64_t i1) {
                       std::array<char*, N> ptrs;
@@ -178,11 +155,9 @@ class ElementwisePlan final : public Plan {
   }
 
  private:
-  // The operands once each, and a staged input's copy written and read.
-  static std::int64_t traffic_of(const std::array<TensorDesc, N>& d, const std::vector<Stage>& stages) {
+  static std::int64_t traffic_of(const std::array<TensorDesc, N>& d) {
     std::int64_t bytes = 0;
     for (const TensorDesc& t : d) bytes = saturating_add(bytes, traffic_bytes({t}));
-    for (const Stage& st : stages) bytes = saturating_add(bytes, saturating_mul(2, traffic_bytes({st.copy})));
     return bytes;
   }
 
@@ -191,7 +166,6 @@ class ElementwisePlan final : public Plan {
   std::array<std::string_view, N> names_;
   kernels::ElementwiseTiling tiling_;
   SplitDims<N> dims_;
-  Staged<N> staged_;
   Launch launch_;
 };
 
@@ -206,14 +180,11 @@ Status check_output(const TensorDesc& y, const Shape& shape, std::string_view ex
   return check_writable(y, "y");
 }
 
-}  // namespace
-
-Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
+Result<PlanPtr> plan_unary(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
   TESSERA_RETURN_IF_ERROR(check_activation(act));
   TESSERA_RETURN_IF_ERROR(check_operand(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_output(y, x.shape, "x's shape"));
-  TESSERA_ASSIGN_OR_RETURN(Staged<2> staged, stage_inputs<2>(ctx, {x, y}));
-  const auto dims = elementwise_dims<2>(staged.descs);
+  const auto dims = elementwise_dims<2>({x, y});
   const kernels::UnaryProblem problem{to_kernel(act), x.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1], x.numel()};
   const auto* row = kernels::select<kernels::UnaryFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
@@ -223,18 +194,16 @@ Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, c
   };
   return PlanPtr(std::make_shared<ElementwisePlan<2>>(
       act == Activation::none ? std::string_view("cast") : to_string(act), row->name, std::array{x, y},
-      std::array<std::string_view, 2>{"x", "y"}, saturating_mul(activation_flops(act), y.numel()), tiling, std::move(staged),
-      launch));
+      std::array<std::string_view, 2>{"x", "y"}, saturating_mul(activation_flops(act), y.numel()), tiling, launch));
 }
 
-Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
+Result<PlanPtr> plan_binary(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
   if (op > BinaryOp::min) return Status::invalid_argument(fmt::format("op: unknown binary op {}", int(op)));
   TESSERA_RETURN_IF_ERROR(check_operand(a, "a"));
   TESSERA_RETURN_IF_ERROR(check_operand(b, "b"));
   TESSERA_ASSIGN_OR_RETURN(Shape shape, broadcast_shapes(a.shape, b.shape));
   TESSERA_RETURN_IF_ERROR(check_output(y, shape, "the broadcast of a and b"));
-  TESSERA_ASSIGN_OR_RETURN(Staged<3> staged, stage_inputs<3>(ctx, {a, b, y}));
-  const auto dims = elementwise_dims<3>(staged.descs);
+  const auto dims = elementwise_dims<3>({a, b, y});
   const auto kind = kernels::BinaryKind(op);
   const kernels::BinaryProblem problem{kind, a.dtype, b.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1],
                                        dims.inner_strides[2], y.numel()};
@@ -246,11 +215,11 @@ Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, con
   };
   return PlanPtr(std::make_shared<ElementwisePlan<3>>(to_string(op), row->name, std::array{a, b, y},
                                                       std::array<std::string_view, 3>{"a", "b", "y"}, y.numel(), tiling,
-                                                      std::move(staged), launch));
+                                                      launch));
 }
 
-Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
-                            const std::optional<TensorDesc>& c, const TensorDesc& y) {
+Result<PlanPtr> plan_gated(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
+                           const std::optional<TensorDesc>& c, const TensorDesc& y) {
   TESSERA_RETURN_IF_ERROR(check_activation(act));
   TESSERA_RETURN_IF_ERROR(check_operand(a, "a"));
   TESSERA_RETURN_IF_ERROR(check_operand(b, "b"));
@@ -265,8 +234,7 @@ Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, c
   TESSERA_RETURN_IF_ERROR(check_output(y, shape, c ? "the broadcast of a, b and c" : "the broadcast of a and b"));
   // Without c the kernel sees c as an absent operand with stride 0.
   const TensorDesc cd = c ? *c : TensorDesc::contiguous(DType::f32, {});
-  TESSERA_ASSIGN_OR_RETURN(Staged<4> staged, stage_inputs<4>(ctx, {a, b, cd, y}));
-  const auto dims = elementwise_dims<4>(staged.descs);
+  const auto dims = elementwise_dims<4>({a, b, cd, y});
   const auto k = to_kernel(act);
   // An operand whose outer strides are all 0 is one row read for every outer index: cached, not streamed.
   const auto streamed = [&](int k, DType t) {
@@ -287,16 +255,42 @@ Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, c
     };
     return PlanPtr(std::make_shared<ElementwisePlan<4>>("gated", row->name, std::array{a, b, *c, y},
                                                         std::array<std::string_view, 4>{"a", "b", "c", "y"}, flops, tiling,
-                                                        std::move(staged), launch));
+                                                        launch));
   }
   auto launch = [row, k, at = a.dtype, bt = b.dtype, yt = y.dtype, nt = tiling.stream_output](
                     const std::array<char*, 3>& p, const std::array<std::int64_t, 3>& s, std::int64_t n) {
     row->run({k, at, bt, DType::f32, yt, n, p[0], s[0], p[1], s[1], nullptr, 0, p[2], s[2], nt});
   };
-  Staged<3> staged3{{staged.descs[0], staged.descs[1], staged.descs[3]}, std::move(staged.stages), staged.workspace};
   return PlanPtr(std::make_shared<ElementwisePlan<3>>("gated", row->name, std::array{a, b, y},
-                                                      std::array<std::string_view, 3>{"a", "b", "y"}, flops, tiling,
-                                                      std::move(staged3), launch));
+                                                      std::array<std::string_view, 3>{"a", "b", "y"}, flops, tiling, launch));
+}
+
+}  // namespace
+
+Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
+  return plan_through_copies(ctx, {x}, {y}, {"x"}, {"y"}, across_y({x, y}),
+                             [&](std::span<const TensorDesc> in, std::span<const TensorDesc> out) {
+                               return plan_unary(ctx, act, in[0], out[0]);
+                             });
+}
+
+Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
+  return plan_through_copies(ctx, {a, b}, {y}, {"a", "b"}, {"y"}, across_y({a, b, y}),
+                             [&](std::span<const TensorDesc> in, std::span<const TensorDesc> out) {
+                               return plan_binary(ctx, op, in[0], in[1], out[0]);
+                             });
+}
+
+Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
+                            const std::optional<TensorDesc>& c, const TensorDesc& y) {
+  std::vector<TensorDesc> in{a, b}, all{a, b};
+  std::vector<std::string_view> names{"a", "b"};
+  if (c) in.push_back(*c), all.push_back(*c), names.push_back("c");
+  all.push_back(y);
+  return plan_through_copies(ctx, std::move(in), {y}, std::move(names), {"y"}, across_y(std::move(all)),
+                             [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
+                               return plan_gated(ctx, act, i[0], i[1], c ? std::optional(i[2]) : std::nullopt, o[0]);
+                             });
 }
 
 namespace {

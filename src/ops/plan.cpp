@@ -30,6 +30,19 @@ OpRecord record_of(const Plan& plan, const Stream& stream, std::span<const Tenso
 
 }  // namespace
 
+Status Plan::run_step(const Plan& step, Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out,
+                      void* workspace) {
+  Profiler& p = stream.context().profiler();
+  if (!p.enabled()) return step.do_run(stream, in, out, workspace);
+  OpRecord record = record_of(step, stream, in, out);
+  record.threads = stream.pool().threads();
+  record.host_begin_ns = record.host_end_ns = record.run_begin_ns = p.since_start(Clock::now());  // no host share of its own
+  const Status s = step.do_run(stream, in, out, workspace);
+  record.run_end_ns = p.since_start(Clock::now());
+  p.add(record);
+  return s;
+}
+
 Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace,
                     Clock::time_point host_start) const {
   Profiler& profiler = stream.context().profiler();
@@ -50,8 +63,8 @@ Status Plan::launch(Stream& stream, std::span<const Tensor> in, std::span<const 
     p.add(record);
     return s;
   };
-  std::optional<OpRecord> record;  // present while the profiler is on
-  if (profiler.enabled()) {
+  std::optional<OpRecord> record;  // present while the profiler is on, for a plan not made of steps
+  if (profiler.enabled() && !composite()) {
     record = record_of(*this, stream, in, out);
     record->threads = stream.pool().threads();
     record->host_begin_ns = profiler.since_start(host_start);

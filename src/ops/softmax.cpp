@@ -60,10 +60,8 @@ class SoftmaxPlan final : public Plan {
   std::array<std::int64_t, 3> row_strides_, col_strides_;  // x, mask, y
 };
 
-}  // namespace
-
-Result<PlanPtr> Softmax::plan(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& mask,
-                              const TensorDesc& y, const SoftmaxAttrs& attrs) {
+Result<PlanPtr> plan_softmax(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& mask, const TensorDesc& y,
+                             const SoftmaxAttrs& attrs) {
   TESSERA_RETURN_IF_ERROR(x.validate("x"));
   TESSERA_RETURN_IF_ERROR(y.validate("y"));
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
@@ -101,6 +99,22 @@ Result<PlanPtr> Softmax::plan(Context& ctx, const TensorDesc& x, const std::opti
   if (mask) inputs.push_back(*mask);
   return PlanPtr(std::make_shared<SoftmaxPlan>(std::move(inputs), y, attrs, row, row->tiling(problem, ctx.hw()), outer,
                                                row_strides, col_strides));
+}
+
+}  // namespace
+
+Result<PlanPtr> Softmax::plan(Context& ctx, const TensorDesc& x, const std::optional<TensorDesc>& mask,
+                              const TensorDesc& y, const SoftmaxAttrs& attrs) {
+  std::vector<TensorDesc> in{x};
+  std::vector<std::string_view> names{"x"};
+  if (mask) in.push_back(*mask), names.push_back("mask");
+  const std::vector<TensorDesc> ins = in;
+  return plan_through_copies(
+      ctx, std::move(in), {y}, std::move(names), {"y"},
+      [&](std::size_t i, bool output) { return contiguous_if_strided_rows(output ? y : ins[i]); },
+      [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
+        return plan_softmax(ctx, i[0], mask ? std::optional(i[1]) : std::nullopt, o[0], attrs);
+      });
 }
 
 namespace {

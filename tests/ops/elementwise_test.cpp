@@ -299,6 +299,21 @@ TEST_P(ElementwiseTest, ViewsAcrossYsLayoutTakeTheVectorRows) {
   }
 }
 
+TEST_P(ElementwiseTest, CopiesShowInTheProfiler) {
+  // The op layer's copy of a transposed input is an entry of its own, before the op's.
+  if (GetParam() == hw::Isa::scalar) GTEST_SKIP() << "nothing is copied at the scalar ISA ceiling";
+  const Tensor x = value_or_die(random_tensor(DType::f32, {40, 30}, 1).transpose(0, 1)), y = zeros(DType::f32, {30, 40});
+  ctx_.profiler().start();
+  ASSERT_TRUE(ops::silu(stream_, x, y).ok());
+  ctx_.profiler().stop();
+  const std::vector<OpRecord> records = ctx_.profiler().records();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].op, "reorder");
+  EXPECT_EQ(records[1].op, "silu");
+  EXPECT_EQ(records[1].kernel.ends_with("_ref"), false) << records[1].kernel;
+  EXPECT_LE(records[0].run_end_ns, records[1].run_begin_ns);
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, ::testing::ValuesIn(isa_levels()), isa_name);
 
 TEST(ElementwiseErrors, PlanNamesTheArgument) {

@@ -144,6 +144,29 @@ TEST_P(NormTest, InPlace) {
   }
 }
 
+TEST_P(NormTest, TransposedOperandsThroughContiguousCopies) {
+  // x, residual, y and sum strided along the normalized dim (transposed
+  // views): this level's row on contiguous copies; in place too (y over x,
+  // sum over residual).
+  Tensor g = random_tensor(DType::f32, {37}, 3), b = random_tensor(DType::f32, {37}, 4);
+  auto transposed = [](std::uint64_t seed) { return value_or_die(random_tensor(DType::f32, {37, 9}, seed).transpose(0, 1)); };
+  for (Op op : kOps) {
+    SCOPED_TRACE(name(op));
+    const Tensor x = transposed(1), res = transposed(2);
+    Tensor ry = zeros(DType::f32, {9, 37}), rsum = zeros(DType::f32, {9, 37});
+    ASSERT_TRUE(run(ref_stream_, op, x, res, g, b, ry, rsum).ok());
+    Tensor y = transposed(5), sum = transposed(6);
+    ASSERT_TRUE(run(stream_, op, x, res, g, b, y, sum).ok());
+    EXPECT_TRUE(close(y, ry, tolerance_for(DType::f32, 37)));
+    Tensor xy = transposed(1), rs = transposed(2);
+    ASSERT_TRUE(run(stream_, op, xy, rs, g, b, xy, rs).ok());
+    EXPECT_TRUE(close(xy, ry, tolerance_for(DType::f32, 37)));
+    if (!adds(op)) continue;
+    EXPECT_TRUE(close(sum, rsum, tolerance_for(DType::f32)));
+    EXPECT_TRUE(close(rs, rsum, tolerance_for(DType::f32)));
+  }
+}
+
 TEST_P(NormTest, ConstantRowsGiveBeta) {
   // A constant row has no spread: y is beta (0 for RMSNorm on zeros), also
   // with eps = 0, where the naive formula divides 0 by 0.
@@ -210,9 +233,14 @@ TEST_P(NormTest, KernelChoiceAndTraffic) {
   auto plan = value_or_die(ops::AddRmsNorm::plan(ctx_, x, x, g, x, x));
   EXPECT_EQ(plan->kernel(), simd);
   EXPECT_EQ(plan->bytes_moved(), 4 * 512 + 128);  // x, residual, y and sum once each, and gamma
-  // A column stride > 1 takes the reference row.
+  // A column stride > 1: this level's row on a contiguous copy of x in the
+  // workspace (plan_with_unit_rows), the copy's write and read counted.
   const TensorDesc xt{DType::f32, {4, 32}, {1, 4}};
-  EXPECT_EQ(value_or_die(ops::LayerNorm::plan(ctx_, xt, g, g, x))->kernel(), "norm_ref");
+  const ops::PlanPtr strided = value_or_die(ops::LayerNorm::plan(ctx_, xt, g, g, x));
+  EXPECT_EQ(strided->kernel(), simd);
+  const bool copied = ctx_.isa() > hw::Isa::scalar;
+  EXPECT_EQ(strided->workspace_bytes() > 0, copied);
+  EXPECT_EQ(strided->bytes_moved(), 2 * 512 + 2 * 128 + (copied ? 2 * 512 : 0));
   // x broadcast over rows (stride 0) is read once.
   const TensorDesc xb{DType::f32, {4, 32}, {0, 1}};
   EXPECT_EQ(value_or_die(ops::RmsNorm::plan(ctx_, xb, std::nullopt, x))->bytes_moved(), 128 + 512);

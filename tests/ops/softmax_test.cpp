@@ -166,6 +166,26 @@ TEST_P(SoftmaxTest, OnTransposedView) {
   }
 }
 
+TEST_P(SoftmaxTest, TransposedViewsThroughContiguousCopies) {
+  // x, a mask and y strided along the softmax's dim (softmax over axis 0 of
+  // row-major tensors): this level's row on contiguous copies; in place too.
+  auto transposed = [](std::uint64_t seed) { return value_or_die(random_tensor(DType::f32, {19, 23}, seed).transpose(0, 1)); };
+  const Tensor x = transposed(11), mask = transposed(12);
+  const ops::PlanPtr plan = value_or_die(ops::Softmax::plan(ctx_, x.desc(), mask.desc(), x.desc()));
+  EXPECT_EQ(plan->kernel().ends_with("_ref"), GetParam() == hw::Isa::scalar) << plan->kernel();
+  for (bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log_softmax" : "softmax");
+    Tensor ref = zeros(DType::f32, {23, 19});
+    ASSERT_TRUE(ops::softmax(ref_stream_, x, mask, ref, {.log = log}).ok());
+    Tensor y = value_or_die(zeros(DType::f32, {19, 23}).transpose(0, 1));
+    ASSERT_TRUE(ops::softmax(stream_, x, mask, y, {.log = log}).ok());
+    EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32, 19)));
+    Tensor xy = transposed(11);  // y over x
+    ASSERT_TRUE(ops::softmax(stream_, xy, mask, xy, {.log = log}).ok());
+    EXPECT_TRUE(close(xy, ref, tolerance_for(DType::f32, 19)));
+  }
+}
+
 TEST_P(SoftmaxTest, PicksTheRowOfItsLevel) {
   const TensorDesc d = TensorDesc::contiguous(DType::f32, {4, 4096});
   auto plan = value_or_die(ops::Softmax::plan(ctx_, d, std::nullopt, d, {.log = true}));

@@ -13,10 +13,11 @@
 // Run-time tensors, in this order (absent ones are left out):
 //   inputs {x, [residual], [gamma], [beta]}, outputs {y, [sum]}
 // residual, y and sum have x's shape. x, residual, y and sum may be strided
-// views. y may be the very same view as x (in-place); sum may be the very same
-// view as x or as residual; any other overlap is an error. A row of zero
-// spread gives beta (or 0) even with eps = 0. x with a last dim of 0 is an
-// error; x with no rows is an empty result.
+// views; those strided along the last dim (transposed views) go through
+// contiguous copies in the plan's workspace. y may be the very same view as x
+// (in-place); sum may be the very same view as x or as residual; any other
+// overlap is an error. A row of zero spread gives beta (or 0) even with eps =
+// 0. x with a last dim of 0 is an error; x with no rows is an empty result.
 //
 // The one-shot functions take std::nullopt for an absent gamma or beta.
 #include <optional>

@@ -75,12 +75,13 @@ class Plan : public CachedPlan, public std::enable_shared_from_this<Plan> {
   // over stream.pool().
   virtual Status do_run(Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
                         void* workspace) const = 0;
-  // A step of another plan's run: `step`'s work, on the executing thread,
-  // with no profiler record of its own (its time is its caller's).
+  // A composite plan runs other plans as its steps (run_step), each recorded
+  // by the profiler as its own entry; the composite itself is not recorded.
+  virtual bool composite() const { return false; }
+  // One of a composite's steps: `step`'s work on the executing thread, with
+  // a profiler record of its own while the profiler is on.
   static Status run_step(const Plan& step, Stream& stream, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
-                         void* workspace) {
-    return step.do_run(stream, inputs, outputs, workspace);
-  }
+                         void* workspace);
 
  private:
   std::string_view kernel_;

@@ -6,6 +6,9 @@
 // row does not see give 0 (log: -inf, the log of that 0); a row with no
 // visible finite logit (fully masked) is all zeros (log: all -inf), not NaN.
 // A NaN logit makes its row's visible outputs NaN; so does +Inf (Inf - Inf).
+// Any strides: x, mask or y strided along the last dim (softmax over another
+// axis through a transposed view) go through contiguous copies in the plan's
+// workspace.
 #include <optional>
 
 #include "tessera/ops/plan.hpp"
