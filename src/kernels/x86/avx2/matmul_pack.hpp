@@ -52,6 +52,14 @@ static inline __m256 bf16_pair_half(__m256i pairs, std::int64_t odd) {
   return _mm256_castsi256_ps(odd ? _mm256_and_si256(pairs, _mm256_set1_epi32(int(0xffff0000u))) : _mm256_slli_epi32(pairs, 16));
 }
 
+// Packed bf16 B: the 64-byte tile row of columns [n, n + 16) of the panel at
+// n that holds rows k and k + 1 (k even) as pairs; columns n + 16 .. n + 31
+// are 512 values on.
+static inline const std::uint16_t* bf16_pair_row(const PackedB& b, std::int64_t n, std::int64_t k) {
+  const std::int64_t tile = n / kPanelCols * (padded_k(b.dtype, b.k) / kBf16KStep) + k / kBf16KStep;
+  return static_cast<const std::uint16_t*>(b.values) + tile * 2 * 512 + (k % kBf16KStep) / 2 * 32;
+}
+
 // The scales and zero points of 8 columns of a group, from parameter index
 // `at` (no_zero where the weights store none: int4's 8, int8's 0).
 static inline void group_params8(const PackedB& b, std::int64_t at, float no_zero, __m256& scale, __m256& zero) {
@@ -78,10 +86,8 @@ class BRows32 {
     const PackedB& b = *p_.packed;
     const std::int64_t panel = n_ / kPanelCols;
     if (b.dtype == DType::bf16) {
-      // Row k is the even or odd bf16 of each (k, k+1) pair in a 64-byte tile row (16 columns).
-      const auto* v = static_cast<const std::uint16_t*>(b.values);
-      const std::int64_t tile = panel * (padded_k(b.dtype, b.k) / kBf16KStep) + k / kBf16KStep;
-      const std::uint16_t* r = v + tile * 2 * 512 + (k % kBf16KStep) / 2 * 32;
+      // Row k is the even or odd bf16 of each (k, k+1) pair.
+      const std::uint16_t* r = bf16_pair_row(b, n_, k);
       for (int j = 0; j < 4; ++j) {
         const __m256i pairs = _mm256_load_si256(reinterpret_cast<const __m256i*>(r + j / 2 * 512 + j % 2 * 16));
         out[j] = bf16_pair_half(pairs, k % 2);
@@ -157,6 +163,20 @@ static inline const float* b_panel_f32(const MatmulArgs& p, std::int64_t n, std:
                                        std::int64_t kc, float* buf) {
   if (p.packed && p.packed->dtype == DType::f32)
     return static_cast<const float*>(p.packed->values) + (n / kPanelCols * p.packed->k + k0) * kPanelCols;
+  if (p.packed && p.packed->dtype == DType::bf16 && k0 % 2 == 0) {
+    // Both rows of each pair from one load of it (BRows32 loads it per row),
+    // a pair's address once (its tile's stride, 64 bytes, within a tile).
+    for (std::int64_t k = 0; k < kc; k += 2) {
+      const std::uint16_t* r = bf16_pair_row(*p.packed, n, k0 + k);
+      float* even = buf + k * kPanelCols;
+      for (int j = 0; j < 4; ++j) {
+        const __m256i pairs = _mm256_load_si256(reinterpret_cast<const __m256i*>(r + j / 2 * 512 + j % 2 * 16));
+        _mm256_store_ps(even + 8 * j, bf16_pair_half(pairs, 0));
+        if (k + 1 < kc) _mm256_store_ps(even + kPanelCols + 8 * j, bf16_pair_half(pairs, 1));
+      }
+    }
+    return buf;
+  }
   BRows32 rows(p, n, n_end);
   for (std::int64_t k = 0; k < kc; ++k) {
     __m256 r[4];
