@@ -80,20 +80,20 @@ void parallel_over(ThreadPool& pool, const StridedDims<N>& outer, std::int64_t i
 // cannot take them (a transposed or permuted view), which the scalar row
 // walked 15-35x slower (AMD EPYC Zen 3, [2048, 2048] f32 transposed, 1
 // thread: silu 2.4 -> 64 ms, add 1.7 -> 24, softmax 3.7 -> 129, rms_norm 2.3
-// -> 47). copy_of(i, output) names the buffer's layout for input (or output)
-// i, nullopt for none; make plans the op on the descs given (its inputs,
-// then its outputs, in its order). make runs on the operands as given first,
+// -> 47). copy_of(d, output) names the buffer's layout for an input (or an
+// output) d, nullopt for none; make plans the op on the descs given (its
+// inputs, then its outputs, in its order). make runs on the operands as given first,
 // so that its checks and messages come first; that plan is the result where
 // nothing is copied, and at the scalar ISA ceiling. The copies show in the
 // profiler as reorder entries of their own.
-using CopyLayout = std::function<std::optional<TensorDesc>(std::size_t index, bool output)>;
+using CopyLayout = std::function<std::optional<TensorDesc>(const TensorDesc& d, bool output)>;
 using MakePlan = std::function<Result<PlanPtr>(std::span<const TensorDesc> inputs, std::span<const TensorDesc> outputs)>;
 Result<PlanPtr> plan_through_copies(Context& ctx, std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs,
                                     std::vector<std::string_view> input_names, std::vector<std::string_view> output_names,
                                     const CopyLayout& copy_of, const MakePlan& make);
 // The row ops' (softmax, the norms) layout rule: an operand strided along
 // its last dim is copied contiguous.
-std::optional<TensorDesc> contiguous_if_strided_rows(const TensorDesc& d);
+std::optional<TensorDesc> contiguous_if_strided_rows(const TensorDesc& d, bool output);
 
 // The dims of y by stride, largest first; a stable order, so equal strides
 // (size-1 dims) keep theirs. An elementwise op may visit its elements in any

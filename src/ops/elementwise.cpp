@@ -5,7 +5,6 @@
 #include "kernels/binary.hpp"
 #include "kernels/gated.hpp"
 #include "ops/common.hpp"
-#include "tessera/ops/layout.hpp"
 
 namespace tessera::ops {
 
@@ -100,18 +99,16 @@ TensorDesc dense_in_order_of(const TensorDesc& x, const TensorDesc& y) {
 // than 0 or 1 is copied dense in y's dim order, so that the inner runs are
 // unit or broadcast in every operand. y is written as it is, and without a
 // unit-stride run in y nothing is copied (the scalar row walks it).
-// `descs`: the inputs, then y.
-CopyLayout across_y(std::vector<TensorDesc> descs) {
-  return [descs = std::move(descs)](std::size_t i, bool output) -> std::optional<TensorDesc> {
-    const TensorDesc& y = descs.back();
+CopyLayout across(const TensorDesc& y) {
+  return [y](const TensorDesc& d, bool output) -> std::optional<TensorDesc> {
     if (output) return std::nullopt;
     const std::array<int, kMaxRank> order = stride_order(y);
     for (int r = y.rank() - 1; r >= 0; --r) {
-      const int d = order[std::size_t(r)];
-      if (y.shape[d] == 1) continue;
-      if (y.strides[d] != 1) return std::nullopt;
-      const std::int64_t stride = broadcast_strides(descs[i], y.shape)[d];
-      return stride == 0 || stride == 1 ? std::nullopt : std::optional(dense_in_order_of(descs[i], y));
+      const int dim = order[std::size_t(r)];
+      if (y.shape[dim] == 1) continue;
+      if (y.strides[dim] != 1) return std::nullopt;
+      const std::int64_t stride = broadcast_strides(d, y.shape)[dim];
+      return stride == 0 || stride == 1 ? std::nullopt : std::optional(dense_in_order_of(d, y));
     }
     return std::nullopt;
   };
@@ -268,14 +265,14 @@ Result<PlanPtr> plan_gated(Context& ctx, Activation act, const TensorDesc& a, co
 }  // namespace
 
 Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
-  return plan_through_copies(ctx, {x}, {y}, {"x"}, {"y"}, across_y({x, y}),
+  return plan_through_copies(ctx, {x}, {y}, {"x"}, {"y"}, across(y),
                              [&](std::span<const TensorDesc> in, std::span<const TensorDesc> out) {
                                return plan_unary(ctx, act, in[0], out[0]);
                              });
 }
 
 Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, const TensorDesc& b, const TensorDesc& y) {
-  return plan_through_copies(ctx, {a, b}, {y}, {"a", "b"}, {"y"}, across_y({a, b, y}),
+  return plan_through_copies(ctx, {a, b}, {y}, {"a", "b"}, {"y"}, across(y),
                              [&](std::span<const TensorDesc> in, std::span<const TensorDesc> out) {
                                return plan_binary(ctx, op, in[0], in[1], out[0]);
                              });
@@ -283,11 +280,10 @@ Result<PlanPtr> Binary::plan(Context& ctx, BinaryOp op, const TensorDesc& a, con
 
 Result<PlanPtr> Gated::plan(Context& ctx, Activation act, const TensorDesc& a, const TensorDesc& b,
                             const std::optional<TensorDesc>& c, const TensorDesc& y) {
-  std::vector<TensorDesc> in{a, b}, all{a, b};
+  std::vector<TensorDesc> in{a, b};
   std::vector<std::string_view> names{"a", "b"};
-  if (c) in.push_back(*c), all.push_back(*c), names.push_back("c");
-  all.push_back(y);
-  return plan_through_copies(ctx, std::move(in), {y}, std::move(names), {"y"}, across_y(std::move(all)),
+  if (c) in.push_back(*c), names.push_back("c");
+  return plan_through_copies(ctx, std::move(in), {y}, std::move(names), {"y"}, across(y),
                              [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
                                return plan_gated(ctx, act, i[0], i[1], c ? std::optional(i[2]) : std::nullopt, o[0]);
                              });

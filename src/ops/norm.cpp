@@ -106,8 +106,8 @@ class NormPlan final : public Plan {
 
 // residual and sum are given together (the add variants) or not at all.
 Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x, const std::optional<TensorDesc>& residual,
-                          const std::optional<TensorDesc>& gamma, const std::optional<TensorDesc>& beta,
-                          const TensorDesc& y, const std::optional<TensorDesc>& sum, const NormAttrs& attrs) {
+                               const std::optional<TensorDesc>& gamma, const std::optional<TensorDesc>& beta,
+                               const TensorDesc& y, const std::optional<TensorDesc>& sum, const NormAttrs& attrs) {
   TESSERA_RETURN_IF_ERROR(x.validate("x"));
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
@@ -173,10 +173,8 @@ Result<PlanPtr> plan_norm(Context& ctx, NormKind kind, const TensorDesc& x, cons
   for (auto [d, name] : {std::pair{&residual, "residual"}, {&gamma, "gamma"}, {&beta, "beta"}})
     if (*d) in.push_back(**d), in_names.push_back(name);
   if (sum) out.push_back(*sum), out_names.push_back("sum");
-  const std::vector<TensorDesc> ins = in, outs = out;
   return plan_through_copies(ctx, std::move(in), std::move(out), std::move(in_names), std::move(out_names),
-                             [&](std::size_t i, bool output) { return contiguous_if_strided_rows(output ? outs[i] : ins[i]); },
-                             [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
+                             contiguous_if_strided_rows, [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
                                std::size_t at = 1;
                                const auto next = [&](bool present) { return present ? std::optional(i[at++]) : std::nullopt; };
                                const auto r = next(residual.has_value()), g = next(gamma.has_value()), b = next(beta.has_value());

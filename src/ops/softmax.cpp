@@ -108,13 +108,10 @@ Result<PlanPtr> Softmax::plan(Context& ctx, const TensorDesc& x, const std::opti
   std::vector<TensorDesc> in{x};
   std::vector<std::string_view> names{"x"};
   if (mask) in.push_back(*mask), names.push_back("mask");
-  const std::vector<TensorDesc> ins = in;
-  return plan_through_copies(
-      ctx, std::move(in), {y}, std::move(names), {"y"},
-      [&](std::size_t i, bool output) { return contiguous_if_strided_rows(output ? y : ins[i]); },
-      [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
-        return plan_softmax(ctx, i[0], mask ? std::optional(i[1]) : std::nullopt, o[0], attrs);
-      });
+  return plan_through_copies(ctx, std::move(in), {y}, std::move(names), {"y"}, contiguous_if_strided_rows,
+                             [&](std::span<const TensorDesc> i, std::span<const TensorDesc> o) {
+                               return plan_softmax(ctx, i[0], mask ? std::optional(i[1]) : std::nullopt, o[0], attrs);
+                             });
 }
 
 namespace {

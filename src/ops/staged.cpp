@@ -67,7 +67,7 @@ class StagedPlan final : public Plan {
 
 }  // namespace
 
-std::optional<TensorDesc> contiguous_if_strided_rows(const TensorDesc& d) {
+std::optional<TensorDesc> contiguous_if_strided_rows(const TensorDesc& d, bool) {
   if (d.rank() == 0 || d.shape[d.rank() - 1] <= 1 || d.strides[d.rank() - 1] <= 1) return std::nullopt;
   return TensorDesc::contiguous(d.dtype, d.shape);
 }
@@ -82,7 +82,7 @@ Result<PlanPtr> plan_through_copies(Context& ctx, std::vector<TensorDesc> in, st
   std::int64_t offset = 0, bytes = plain->bytes_moved();
   auto stage = [&](std::vector<TensorDesc>& descs, std::vector<CopyStage>& stages, bool output) -> Status {
     for (std::size_t i = 0; i < descs.size(); ++i) {
-      const std::optional<TensorDesc> buffer = copy_of(i, output);
+      const std::optional<TensorDesc> buffer = copy_of(descs[i], output);
       if (!buffer) continue;
       CopyStage s{i, nullptr, *buffer, offset};
       TESSERA_ASSIGN_OR_RETURN(s.reorder, output ? Reorder::plan(ctx, s.buffer, descs[i]) : Reorder::plan(ctx, descs[i], s.buffer));
