@@ -112,6 +112,31 @@ static const float* affine_f32(const void* p, DType t, std::int64_t n, float abs
   return out;
 }
 
+// The output pass over one row: y = (v - mean) * inv * gamma + beta, v read
+// from src (type S), gamma and beta (none: 0) of type G by the same loads,
+// so in the same order. A function of values: as a lambda of norm_rows that
+// captured them by reference, GCC reloaded n, beta and the stream flag from
+// the closure after every store to y (a vector store may alias anything) and
+// tested them again. [16, 4096] f32 rms_norm in L2, 1 thread: 21 -> 12.5 us.
+template <class S, class Y, class G, class Load16, class Put16>
+static inline void normalize_row(const char* src, S st, char* y, Y yt, const char* gamma, const char* beta, G gt,
+                                 std::int64_t n, float mean, float inv, bool stream, Load16 load16, Put16 put16) {
+  const std::int64_t ss = bytes_of(st), ys = bytes_of(yt), gs = bytes_of(gt);
+  const __m256 mean8 = _mm256_set1_ps(mean), inv8 = _mm256_set1_ps(inv), zero = _mm256_setzero_ps();
+  const auto out8 = [=](__m256 v, __m256 g, __m256 b) { return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_sub_ps(v, mean8), inv8), g, b); };
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const Pair v = load16(src + c * ss, st), g = load16(gamma + c * gs, gt);
+    const Pair b = beta ? load16(beta + c * gs, gt) : Pair{zero, zero};
+    put16(y + c * ys, yt, {out8(v.lo, g.lo, b.lo), out8(v.hi, g.hi, b.hi)}, stream);
+  }
+  for (; c < n; c += 8) {
+    const std::int64_t k = std::min<std::int64_t>(8, n - c);
+    const __m256 b = beta ? load8_n(beta + c * gs, gt, k) : zero;
+    put8_n(y + c * ys, yt, out8(load8_n(src + c * ss, st, k), load8_n(gamma + c * gs, gt, k), b), k, stream);
+  }
+}
+
 // The rows for storage types known at compile time (X: x; V: the row
 // normalized, sum's type with a residual; Y: y) or read from the arguments,
 // the arguments in a local copy (a store through y or sum may alias them).
@@ -139,8 +164,12 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
   const std::int64_t xs = bytes_of(xt), rs = bytes_of(a.residual_dtype), vs = bytes_of(vt), ys = bytes_of(yt);
   const DType rt = a.residual_dtype;
   const bool layer = a.kind == NormKind::layer, stream = a.stream_y, buffered = a.residual && stream;
-  const float* gamma = affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel, kBf16Order);
-  const float* beta = a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel, kBf16Order) : nullptr;
+  // gamma and beta stored as x is: read in place by x's loads. Else as f32,
+  // converted per task: at a few rows a task (decode) that doubled the
+  // work of bf16 rows ([16, 4096] rms_norm, 2 rows a task: 25 % of the time).
+  const bool affine_as_x = a.gamma && a.gamma_dtype == DType(xt) && (!a.beta || a.beta_dtype == DType(xt));
+  const float* gamma = affine_as_x ? nullptr : affine_f32(a.gamma, a.gamma_dtype, n, 1.0f, ScratchSlot::a_panel, kBf16Order);
+  const float* beta = !affine_as_x && a.beta ? affine_f32(a.beta, a.beta_dtype, n, 0.0f, ScratchSlot::b_panel, kBf16Order) : nullptr;
   float* const vbuf = buffered ? static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(n) * sizeof(float))) : nullptr;
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* x = static_cast<const char*>(a.x) + r * a.x_row_stride * xs;
@@ -215,21 +244,13 @@ static void norm_rows(const NormArgs& args, X xt, V vt, Y yt, std::int64_t r0, s
                   }) /
               double(n);
       }
-      const __m256 mean8 = _mm256_set1_ps(float(mean));
-      const __m256 inv = _mm256_set1_ps(float(inv_std(var, a.eps)));
-      const auto out8 = [&](__m256 src8, std::int64_t c, std::int64_t k) {
-        const __m256 g = load8_n(gamma + c, DType::f32, k), b = beta ? load8_n(beta + c, DType::f32, k) : _mm256_setzero_ps();
-        return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_sub_ps(src8, mean8), inv), g, b);
-      };
-      std::int64_t c = 0;
-      for (; c + 16 <= n; c += 16) {
-        const Pair p = load16(src + c * ss, st);
-        put16(y + c * ys, yt, {out8(p.lo, c, 8), out8(p.hi, c + 8, 8)}, stream);
-      }
-      for (; c < n; c += 8) {
-        const std::int64_t k = std::min<std::int64_t>(8, n - c);
-        put8_n(y + c * ys, yt, out8(load8_n(src + c * ss, st, k), c, k), k, stream);
-      }
+      const float inv = float(inv_std(var, a.eps));
+      if (affine_as_x)
+        normalize_row(src, st, y, yt, static_cast<const char*>(a.gamma), static_cast<const char*>(a.beta), xt, n, float(mean),
+                      inv, stream, load16, put16);
+      else
+        normalize_row(src, st, y, yt, reinterpret_cast<const char*>(gamma), reinterpret_cast<const char*>(beta),
+                      std::integral_constant<DType, DType::f32>{}, n, float(mean), inv, stream, load16, put16);
     };
     if (buffered) finish(reinterpret_cast<const char*>(vbuf), std::integral_constant<DType, DType::f32>{});
     else finish(v, vt);
