@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/group_norm.hpp"
@@ -10,10 +11,6 @@ namespace tessera::kernels::avx2 {
 // over at most kFlush vectors or lines, then move into f64.
 static constexpr std::int64_t kFlush = 64;
 
-static inline char* at(const GroupNormOperand& o, std::int64_t line, std::int64_t i) {
-  return static_cast<char*>(o.data) + (line * o.line_stride + i) * bytes_of(o.dtype);
-}
-
 // An operand's storage type: T when known at compile time (the operands
 // sharing one, std::integral_constant), else its own.
 template <class T>
@@ -22,15 +19,23 @@ static inline auto type_of(const GroupNormOperand& o, T t) {
   else return t;
 }
 
+// Element i of a line, its size from T when known at compile time: as
+// bytes_of(o.dtype), a table lookup and a multiply per vector of every
+// operand in the loops below.
+template <class T>
+static inline char* at(const GroupNormOperand& o, std::int64_t line, std::int64_t i, T t) {
+  return static_cast<char*>(o.data) + (line * o.line_stride + i) * bytes_of(type_of(o, t));
+}
+
 // v as the statistics see it, elements i..i+n-1 (n <= 8) of a line, zeros
 // in the lanes past n: x [+ residual], written to sum when there is one and
 // read back rounded.
 template <class T>
 static inline __m256 stats8(const GroupNormLines& a, std::int64_t line, std::int64_t i, std::int64_t n, T t) {
-  __m256 v = load8_n(at(a.x, line, i), type_of(a.x, t), n);
-  if (a.residual.data) v = _mm256_add_ps(v, load8_n(at(a.residual, line, i), type_of(a.residual, t), n));
+  __m256 v = load8_n(at(a.x, line, i, t), type_of(a.x, t), n);
+  if (a.residual.data) v = _mm256_add_ps(v, load8_n(at(a.residual, line, i, t), type_of(a.residual, t), n));
   if (!a.sum.data) return v;
-  char* s = at(a.sum, line, i);
+  char* s = at(a.sum, line, i, t);
   store8_n(s, type_of(a.sum, t), v, n);
   return load8_n(s, type_of(a.sum, t), n);
 }
@@ -39,17 +44,16 @@ static inline __m256d widen_sum(__m256 v) {
   return _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-// sums[i] += p[i] in f64, then p[i] = 0, for i < n.
-static inline void flush(float* p, double* sums, std::int64_t n) {
-  std::int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    _mm256_storeu_pd(sums + i, _mm256_add_pd(_mm256_loadu_pd(sums + i), _mm256_cvtps_pd(_mm_loadu_ps(p + i))));
-    _mm_storeu_ps(p + i, _mm_setzero_ps());
+// sums[i] += v[i] in f64, for i < n <= 8.
+static inline void add_f64_n(__m256 v, double* sums, std::int64_t n) {
+  if (n == 8) {
+    _mm256_storeu_pd(sums, _mm256_add_pd(_mm256_loadu_pd(sums), _mm256_cvtps_pd(_mm256_castps256_ps128(v))));
+    _mm256_storeu_pd(sums + 4, _mm256_add_pd(_mm256_loadu_pd(sums + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+    return;
   }
-  for (; i < n; ++i) {
-    sums[i] += double(p[i]);
-    p[i] = 0.0f;
-  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  for (std::int64_t i = 0; i < n; ++i) sums[i] += double(lanes[i]);
 }
 
 static inline __m256 coef8(const float* p, std::int64_t stride, std::int64_t i, std::int64_t n) {
@@ -76,48 +80,86 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
   sums[1] += hsum_pd(t2);
 }
 
-// Per-channel partials in scratch, updated with unit-stride vectors per line.
-// Past the end of a line v and shift both load as zeros, so d is 0 there.
-// Compiled per storage type T of x, the residual and the sum when they share
-// one (else DTypes read at run time), whole vectors apart from each line's
-// tail: AMD EPYC Turin, TESSERA_ISA=avx2, 1 thread, NHWC [1, 32, 32, 320]
-// in cache, against per-vector type and length tests (medians of 3
-// alternating runs, ns an element for the whole op): f32 0.51 -> 0.37, bf16
-// 0.69 -> 0.42; with a residual and SiLU f32 1.17 -> 0.98, bf16 1.79 -> 1.42.
+// Pass `pass` of `passes` over a block of column_stats prefetches its share
+// of the next block's lines [l, l_end) of o into L1, in address order (when
+// the lines are dense, len apart). Without it, the passes' reads down the
+// columns of lines from memory ran slower than the whole lines' reads in
+// order they replaced, which the hardware prefetchers follow.
 template <class T>
-static void column_stats(const GroupNormLines& args, const float* shift, double* sums, float* scratch, T t) {
+static inline void prefetch_share(const GroupNormOperand& o, std::int64_t len, std::int64_t l, std::int64_t l_end,
+                                  std::int64_t pass, std::int64_t passes, T t) {
+  if (!o.data || o.line_stride != len || l >= l_end) return;
+  const char* base = at(o, l, 0, t);
+  const std::int64_t bytes = (l_end - l) * len * bytes_of(type_of(o, t)), share = (bytes + passes - 1) / passes;
+  for (std::int64_t b = pass * share; b < std::min(bytes, (pass + 1) * share); b += 64) _mm_prefetch(base + b, _MM_HINT_T0);
+}
+
+// Lines a block of column_stats: their columns stay in L1 across its passes.
+static constexpr std::int64_t kLines = 16;
+
+// Per-channel sums over the lines, 32 channels at a time: over a block of
+// kLines lines the 32 columns' partial sums and squares stay in registers
+// (their shifts too), then move into f64; each partial sees its lines in
+// order, as before. Past the end of a line v and shift both load as zeros,
+// so d is 0 there. This replaced partials in scratch updated by every line
+// (a load, an add and a store per vector and sum, 5 cycles a vector here):
+// AMD EPYC Zen 3, 1 thread, the whole op NHWC, best of 200 in 5 alternating
+// processes, us: [1, 64, 64, 320] (in L3) bf16 437 -> 365-371, f32 608-625
+// -> 342-478; past the L3, ms: [16, 64, 64, 320] bf16 8.2-8.5 -> 7.2-7.6,
+// [8, 64, 64, 320] f32 6.4-8.2 -> 5.6-7.4; but x + residual past the L3
+// (two operands from memory) about 10 % slower (bench membound --size large,
+// residual_group_norm_silu f32: best 27.7 -> 29.8 ms; prefetching two blocks
+// ahead or a line at a time did not recover it). Compiled per storage type T of x,
+// the residual and the sum when they share one (else DTypes read at run
+// time).
+template <class T>
+static void column_stats(const GroupNormLines& args, const float* shift, double* sums, T t) {
   const GroupNormLines a = args;  // a local copy: a store through sum may alias the arguments
-  float* p1 = scratch;
-  float* p2 = scratch + a.len;
-  for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
-  for (std::int64_t l0 = 0; l0 < a.lines; l0 += kFlush) {
-    const std::int64_t l1 = a.lines - l0 > kFlush ? l0 + kFlush : a.lines;
-    for (std::int64_t l = l0; l < l1; ++l) {
-      std::int64_t i = 0;
-      for (; i + 8 <= a.len; i += 8) {
-        const __m256 d = _mm256_sub_ps(stats8(a, l, i, 8, t), _mm256_loadu_ps(shift + i));
-        _mm256_storeu_ps(p1 + i, _mm256_add_ps(_mm256_loadu_ps(p1 + i), d));
-        _mm256_storeu_ps(p2 + i, _mm256_fmadd_ps(d, d, _mm256_loadu_ps(p2 + i)));
+  constexpr int kVectors = 4;
+  for (std::int64_t l0 = 0; l0 < a.lines; l0 += kLines) {
+    const std::int64_t l1 = a.lines - l0 > kLines ? l0 + kLines : a.lines;
+    for (std::int64_t i0 = 0; i0 < a.len; i0 += 8 * kVectors) {
+      const std::int64_t pass = i0 / (8 * kVectors), passes = (a.len + 8 * kVectors - 1) / (8 * kVectors);
+      prefetch_share(a.x, a.len, l1, std::min(a.lines, l1 + kLines), pass, passes, t);
+      prefetch_share(a.residual, a.len, l1, std::min(a.lines, l1 + kLines), pass, passes, t);
+      __m256 sh[kVectors], p1[kVectors], p2[kVectors];
+      for (int v = 0; v < kVectors; ++v) {
+        const std::int64_t n = std::clamp<std::int64_t>(a.len - i0 - 8 * v, 0, 8);
+        sh[v] = load8_n(shift + i0 + 8 * v, DType::f32, n);
+        p1[v] = p2[v] = _mm256_setzero_ps();
       }
-      if (i < a.len) {
-        const std::int64_t n = a.len - i;
-        const __m256 d = _mm256_sub_ps(stats8(a, l, i, n, t), load8_n(shift + i, DType::f32, n));
-        store8_n(p1 + i, DType::f32, _mm256_add_ps(load8_n(p1 + i, DType::f32, n), d), n);
-        store8_n(p2 + i, DType::f32, _mm256_fmadd_ps(d, d, load8_n(p2 + i, DType::f32, n)), n);
+      if (a.len - i0 >= 8 * kVectors) {
+        for (std::int64_t l = l0; l < l1; ++l)
+          for (int v = 0; v < kVectors; ++v) {
+            const __m256 d = _mm256_sub_ps(stats8(a, l, i0 + 8 * v, 8, t), sh[v]);
+            p1[v] = _mm256_add_ps(p1[v], d);
+            p2[v] = _mm256_fmadd_ps(d, d, p2[v]);
+          }
+      } else {
+        for (std::int64_t l = l0; l < l1; ++l)
+          for (int v = 0; v < kVectors && i0 + 8 * v < a.len; ++v) {
+            const std::int64_t n = std::min<std::int64_t>(8, a.len - i0 - 8 * v);
+            const __m256 d = _mm256_sub_ps(stats8(a, l, i0 + 8 * v, n, t), sh[v]);
+            p1[v] = _mm256_add_ps(p1[v], d);
+            p2[v] = _mm256_fmadd_ps(d, d, p2[v]);
+          }
+      }
+      for (int v = 0; v < kVectors && i0 + 8 * v < a.len; ++v) {
+        const std::int64_t i = i0 + 8 * v, n = std::min<std::int64_t>(8, a.len - i);
+        add_f64_n(p1[v], sums + i, n);
+        add_f64_n(p2[v], sums + a.len + i, n);
       }
     }
-    flush(p1, sums, a.len);
-    flush(p2, sums + a.len, a.len);
   }
 }
 
-void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
+void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float*) {
   const DType t = a.x.dtype;
   const auto same = [&](const GroupNormOperand& o) { return !o.data || o.dtype == t; };
   if (same(a.residual) && same(a.sum))
-    dispatch_float(t, [&](auto ct) { column_stats(a, shift, sums, scratch, ct); });
+    dispatch_float(t, [&](auto ct) { column_stats(a, shift, sums, ct); });
   else
-    column_stats(a, shift, sums, scratch, t);
+    column_stats(a, shift, sums, t);
 }
 
 // Compiled per storage type T (of every x-shaped operand, else DTypes read
@@ -140,11 +182,11 @@ static void apply_lines(const GroupNormLines& args, const GroupNormCoefs& coefs,
     return r;
   };
   const auto y8 = [&](std::int64_t l, std::int64_t i, std::int64_t n) __attribute__((always_inline)) {
-    __m256 v = load8_n(at(in, l, i), type_of(in, t), n);
-    if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i), type_of(a.residual, t), n));
+    __m256 v = load8_n(at(in, l, i, t), type_of(in, t), n);
+    if (add_residual) v = _mm256_add_ps(v, load8_n(at(a.residual, l, i, t), type_of(a.residual, t), n));
     __m256 r = finish(_mm256_fmadd_ps(_mm256_sub_ps(v, coef8(c.mean, c.stride, i, n)), coef8(c.scale, c.stride, i, n),
                                       coef8(c.bias, c.stride, i, n)));
-    if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i), type_of(a.mul, t), n));
+    if (mul) r = _mm256_mul_ps(r, load8_n(at(a.mul, l, i, t), type_of(a.mul, t), n));
     return r;
   };
   const std::int64_t whole = std::is_same_v<T, DType> ? 0 : a.len / 16 * 16;
@@ -162,29 +204,29 @@ static void apply_lines(const GroupNormLines& args, const GroupNormCoefs& coefs,
   }
   // Elements [i, i + 16) of line l in load16_unordered's order.
   const auto y16 = [&](std::int64_t l, std::int64_t i) __attribute__((always_inline)) {
-    Pair v = load16_unordered(at(in, l, i), t);
+    Pair v = load16_unordered(at(in, l, i, t), t);
     if (add_residual) {
-      const Pair r = load16_unordered(at(a.residual, l, i), t);
+      const Pair r = load16_unordered(at(a.residual, l, i, t), t);
       v = {_mm256_add_ps(v.lo, r.lo), _mm256_add_ps(v.hi, r.hi)};
     }
     const auto coef = [&](const float* p, int h) { return coef8(p, c.stride, i + 8 * h, 8); };
     Pair r{finish(_mm256_fmadd_ps(_mm256_sub_ps(v.lo, coef(mean, 0)), coef(scale, 0), coef(bias, 0))),
            finish(_mm256_fmadd_ps(_mm256_sub_ps(v.hi, coef(mean, 1)), coef(scale, 1), coef(bias, 1)))};
     if (mul) {
-      const Pair m = load16_unordered(at(a.mul, l, i), t);
+      const Pair m = load16_unordered(at(a.mul, l, i, t), t);
       r = {_mm256_mul_ps(r.lo, m.lo), _mm256_mul_ps(r.hi, m.hi)};
     }
     return r;
   };
   for (std::int64_t l = 0; l < a.lines; ++l) {
     std::int64_t i = 0;
-    for (; i < whole; i += 16) put16_unordered(at(a.y, l, i), t, y16(l, i), stream);
+    for (; i < whole; i += 16) put16_unordered(at(a.y, l, i, t), t, y16(l, i), stream);
     for (; i + 16 <= a.len; i += 16) {
       const __m256 lo = y8(l, i, 8), hi = y8(l, i + 8, 8);
-      put8_n(at(a.y, l, i), type_of(a.y, t), lo, 8, stream);
-      put8_n(at(a.y, l, i + 8), type_of(a.y, t), hi, 8, stream);
+      put8_n(at(a.y, l, i, t), type_of(a.y, t), lo, 8, stream);
+      put8_n(at(a.y, l, i + 8, t), type_of(a.y, t), hi, 8, stream);
     }
-    for (; i < a.len; i += 8) put8_n(at(a.y, l, i), type_of(a.y, t), y8(l, i, a.len - i), a.len - i, stream);
+    for (; i < a.len; i += 8) put8_n(at(a.y, l, i, t), type_of(a.y, t), y8(l, i, a.len - i), a.len - i, stream);
   }
   if (stream) _mm_sfence();
 }
