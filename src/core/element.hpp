@@ -71,9 +71,26 @@ inline void store_floats(void* base, DType t, std::int64_t i, const float* in, s
   }
 }
 
-// Index tensors are i32 or i64 (checked in plan()).
+// An integer element (i8, u8, i32 or i64), exactly: indices (i32 or i64,
+// checked in plan()) and the integer side of casts.
 inline std::int64_t load_index(const void* base, DType t, std::int64_t i) {
-  return t == DType::i32 ? static_cast<const std::int32_t*>(base)[i] : static_cast<const std::int64_t*>(base)[i];
+  switch (t) {
+    case DType::i8: return static_cast<const std::int8_t*>(base)[i];
+    case DType::u8: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::i32: return static_cast<const std::int32_t*>(base)[i];
+    default: return static_cast<const std::int64_t*>(base)[i];
+  }
+}
+
+// v into an integer element (i8, u8, i32 or i64) modulo 2^bits, two's
+// complement, as C++ converts.
+inline void store_int(void* base, DType t, std::int64_t i, std::int64_t v) {
+  switch (t) {
+    case DType::i8: static_cast<std::int8_t*>(base)[i] = static_cast<std::int8_t>(v); break;
+    case DType::u8: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(v); break;
+    case DType::i32: static_cast<std::int32_t*>(base)[i] = static_cast<std::int32_t>(v); break;
+    default: static_cast<std::int64_t*>(base)[i] = v; break;
+  }
 }
 
 }  // namespace tessera::detail

@@ -177,10 +177,22 @@ Status check_output(const TensorDesc& y, const Shape& shape, std::string_view ex
   return check_writable(y, "y");
 }
 
+// A cast's operand: any dtype with addressable elements (not i4, two to a byte).
+Status check_cast_operand(const TensorDesc& d, std::string_view name) {
+  TESSERA_RETURN_IF_ERROR(d.validate(name));
+  if (d.dtype == DType::i4)
+    return Status::invalid_argument(
+        fmt::format("{}: dtype i4 is not supported by cast (two to a byte), expected f32, f16, bf16, i8, u8, i32 or i64", name));
+  return {};
+}
+
 Result<PlanPtr> plan_unary(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
   TESSERA_RETURN_IF_ERROR(check_activation(act));
-  TESSERA_RETURN_IF_ERROR(check_operand(x, "x"));
-  TESSERA_RETURN_IF_ERROR(check_output(y, x.shape, "x's shape"));
+  const auto check = act == Activation::none ? check_cast_operand : check_operand;
+  TESSERA_RETURN_IF_ERROR(check(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check(y, "y"));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", x.shape, "x's shape"));
+  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
   const auto dims = elementwise_dims<2>({x, y});
   const kernels::UnaryProblem problem{to_kernel(act), x.dtype, y.dtype, dims.inner_strides[0], dims.inner_strides[1], x.numel()};
   const auto* row = kernels::select<kernels::UnaryFamily>(problem, ctx.isa());
@@ -265,6 +277,9 @@ Result<PlanPtr> plan_gated(Context& ctx, Activation act, const TensorDesc& a, co
 }  // namespace
 
 Result<PlanPtr> Unary::plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y) {
+  // Casts with an integer side run on the reference row, which walks any
+  // strides: no copies for them.
+  if (!is_floating(x.dtype) || !is_floating(y.dtype)) return plan_unary(ctx, act, x, y);
   return plan_through_copies(ctx, {x}, {y}, {"x"}, {"y"}, across(y),
                              [&](std::span<const TensorDesc> in, std::span<const TensorDesc> out) {
                                return plan_unary(ctx, act, in[0], out[0]);

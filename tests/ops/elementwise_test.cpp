@@ -104,6 +104,69 @@ TEST_P(ElementwiseTest, CastIsBitExact) {
   }
 }
 
+// Casts with an integer side, against the values cast() documents: wrap
+// between integers, truncation and saturation from floats (NaN: 0), round
+// to nearest even into floats; a transposed view too.
+TEST_P(ElementwiseTest, IntegerCasts) {
+  auto tensor = [](DType dt, auto values) {
+    using V = typename decltype(values)::value_type;
+    Tensor t = zeros(dt, {std::int64_t(values.size())});
+    std::memcpy(t.data(), values.data(), values.size() * sizeof(V));
+    return t;
+  };
+  auto cast_to = [&](const Tensor& x, DType dt) {
+    Tensor y = zeros(dt, x.shape());
+    EXPECT_TRUE(ops::cast(stream_, x, y).ok());
+    return y;
+  };
+  auto ints = [](const Tensor& t) {
+    std::vector<std::int64_t> v;
+    for (std::int64_t i = 0; i < t.numel(); ++i) v.push_back(detail::load_index(t.data(), t.dtype(), i));
+    return v;
+  };
+  auto floats = [](const Tensor& t) {
+    std::vector<float> v;
+    for (std::int64_t i = 0; i < t.numel(); ++i) v.push_back(detail::load(t.data(), t.dtype(), i));
+    return v;
+  };
+  using V = std::vector<std::int64_t>;
+  constexpr std::int64_t i32_min = std::numeric_limits<std::int32_t>::min(), i32_max = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min(), i64_max = std::numeric_limits<std::int64_t>::max();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+
+  const Tensor f = tensor(DType::f32, std::vector<float>{-1.9f, -0.5f, 0.5f, 1.9f, 127.9f, 128.0f, -129.0f, 300.0f, nan, inf, -inf, 1e20f});
+  EXPECT_EQ(ints(cast_to(f, DType::i8)), (V{-1, 0, 0, 1, 127, 127, -128, 127, 0, 127, -128, 127}));
+  EXPECT_EQ(ints(cast_to(f, DType::u8)), (V{0, 0, 0, 1, 127, 128, 0, 255, 0, 255, 0, 255}));
+  EXPECT_EQ(ints(cast_to(f, DType::i32)), (V{-1, 0, 0, 1, 127, 128, -129, 300, 0, i32_max, i32_min, i32_max}));
+  EXPECT_EQ(ints(cast_to(f, DType::i64)), (V{-1, 0, 0, 1, 127, 128, -129, 300, 0, i64_max, i64_min, i64_max}));
+  // bf16 and f16 sources: the same rules on their values.
+  EXPECT_EQ(ints(cast_to(cast_to(f, DType::bf16), DType::i8)), (V{-1, 0, 0, 1, 127, 127, -128, 127, 0, 127, -128, 127}));
+  EXPECT_EQ(ints(cast_to(cast_to(f, DType::f16), DType::i32)), (V{-1, 0, 0, 1, 127, 128, -129, 300, 0, i32_max, i32_min, i32_max}));
+
+  const Tensor w = tensor(DType::i64, std::vector<std::int64_t>{300, -1, (std::int64_t(1) << 40) + 5, i64_min, i64_max});
+  EXPECT_EQ(ints(cast_to(w, DType::i8)), (V{44, -1, 5, 0, -1}));
+  EXPECT_EQ(ints(cast_to(w, DType::u8)), (V{44, 255, 5, 0, 255}));
+  EXPECT_EQ(ints(cast_to(w, DType::i32)), (V{300, -1, 5, 0, -1}));
+  EXPECT_EQ(floats(cast_to(w, DType::f32)), (std::vector<float>{300.0f, -1.0f, 0x1p40f, -0x1p63f, 0x1p63f}));
+
+  const Tensor b = tensor(DType::i8, std::vector<std::int8_t>{-128, -1, 0, 127});
+  EXPECT_EQ(ints(cast_to(b, DType::i64)), (V{-128, -1, 0, 127}));
+  EXPECT_EQ(ints(cast_to(b, DType::u8)), (V{128, 255, 0, 127}));
+  EXPECT_EQ(floats(cast_to(b, DType::bf16)), (std::vector<float>{-128.0f, -1.0f, 0.0f, 127.0f}));
+  EXPECT_EQ(ints(cast_to(tensor(DType::u8, std::vector<std::uint8_t>{0, 200, 255}), DType::i8)), (V{0, -56, -1}));
+  // 2^24 + 1 and + 3 to f32: ties to even (2^24, 2^24 + 4).
+  EXPECT_EQ(floats(cast_to(tensor(DType::i32, std::vector<std::int32_t>{16777217, 16777219}), DType::f32)),
+            (std::vector<float>{16777216.0f, 16777220.0f}));
+
+  // A transposed i32 view into a contiguous f32 y.
+  Tensor m = zeros(DType::i32, {5, 7});
+  for (std::int64_t i = 0; i < m.numel(); ++i) m.data_as<std::int32_t>()[i] = std::int32_t(i * 1000 - 17000);
+  const Tensor mt = value_or_die(m.transpose(0, 1));
+  const Tensor yt = cast_to(mt, DType::f32);
+  for (std::int64_t r = 0; r < 7; ++r)
+    for (std::int64_t c = 0; c < 5; ++c) EXPECT_EQ(yt.data_as<float>()[r * 5 + c], float((c * 7 + r) * 1000 - 17000));
+}
+
 TEST_P(ElementwiseTest, BinaryBroadcastsLikeNumpy) {
   struct Case {
     Shape a, b;
@@ -320,6 +383,11 @@ TEST(ElementwiseErrors, PlanNamesTheArgument) {
   Context ctx;
   const TensorDesc f = TensorDesc::contiguous(DType::f32, {4, 8});
   EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, TensorDesc::contiguous(DType::i32, {4, 8}), f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, f, TensorDesc::contiguous(DType::i32, {4, 8})), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::none, TensorDesc::contiguous(DType::i4, {4, 8}), f), "x"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::none, f, TensorDesc::contiguous(DType::i4, {4, 8})), "y"));
+  EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::none, TensorDesc::contiguous(DType::i32, {4, 8}),
+                                            TensorDesc::contiguous(DType::i8, {4, 9})), "y"));
   EXPECT_TRUE(fails_naming(ops::Unary::plan(ctx, ops::Activation::silu, f, TensorDesc::contiguous(DType::f32, {4, 9})), "y"));
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, TensorDesc::contiguous(DType::f32, {3}), f), "b"));
   EXPECT_TRUE(fails_naming(ops::Binary::plan(ctx, ops::BinaryOp::add, f, f, TensorDesc::contiguous(DType::u8, {4, 8})), "y"));

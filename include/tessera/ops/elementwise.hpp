@@ -23,7 +23,7 @@ std::string_view to_string(BinaryOp op);
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
 struct Unary {
-  // Inputs {x}, outputs {y}: y = act(x), y has x's shape. Activation::none is a cast.
+  // Inputs {x}, outputs {y}: y = act(x), y has x's shape. Activation::none is a cast (see cast()).
   static Result<PlanPtr> plan(Context& ctx, Activation act, const TensorDesc& x, const TensorDesc& y);
 };
 
@@ -47,7 +47,14 @@ Status silu(Stream& stream, const Tensor& x, const Tensor& y);
 Status sigmoid(Stream& stream, const Tensor& x, const Tensor& y);
 Status tanh(Stream& stream, const Tensor& x, const Tensor& y);
 Status exp(Stream& stream, const Tensor& x, const Tensor& y);
-// Converts x's values to y's dtype (round to nearest even, NaN kept, overflow to Inf).
+// Converts x's values to y's dtype. Between f32, f16 and bf16: round to
+// nearest even, NaN kept, overflow to Inf. With an integer side (i8, u8,
+// i32, i64; not i4): integer to integer wraps modulo 2^bits (two's
+// complement, as numpy, PyTorch and ONNX Runtime convert); float to integer
+// truncates toward zero and saturates at the type's range, NaN giving 0
+// (C++ and ONNX leave both undefined); integer to float rounds to nearest
+// even, through f32 for f16 and bf16. Integer casts run on the reference
+// row at every ISA level.
 Status cast(Stream& stream, const Tensor& x, const Tensor& y);
 
 Status binary(Stream& stream, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y);
