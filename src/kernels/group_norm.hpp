@@ -26,6 +26,9 @@ struct GroupNormOperand {
 struct GroupNormLines {
   GroupNormOperand x, residual, mul, y, sum;
   std::int64_t lines, len;
+  // column_stats reads x (and the residual) from memory: the op moves more
+  // than the L3 holds. Else from cache.
+  bool from_memory = false;
 };
 
 // apply's per-element coefficients: stride 0 gives every element of a line

@@ -125,6 +125,7 @@ struct GroupNormState {
   // from there while this one's arithmetic runs; when a pass fits in the L3.
   bool fetch_next_pass = false;
   bool stream_y = false;  // y past the L3: streaming stores
+  bool from_memory = false;  // the operands past the L3: the statistics read them from memory
 };
 
 class GroupNormPlan final : public Plan {
@@ -249,7 +250,9 @@ class GroupNormPlan final : public Plan {
         double* s = sums + u * 2 * C;
         std::fill(s, s + 2 * C, 0.0);
         for_blocks(s_.stats, p0, p1, [&](const Offsets& off, std::int64_t lines) {
-          kernels_.column_stats(t.lines(base, off, lines, s_.stats), shift + n * C, s, scratch + u * 2 * C);
+          kernels::GroupNormLines l = t.lines(base, off, lines, s_.stats);
+          l.from_memory = s_.from_memory;
+          kernels_.column_stats(l, shift + n * C, s, scratch + u * 2 * C);
         });
       });
     });
@@ -401,6 +404,7 @@ Result<PlanPtr> GroupNorm::plan(Context& ctx, const TensorDesc& x, const std::op
   const kernels::GroupNormProblem problem{x.numel(), bytes_per_element, unit_stride, y.dtype, attrs.silu};
   const auto* row = kernels::select<kernels::GroupNormFamily>(problem, ctx.isa());
   s.stream_y = row->tiling(problem, ctx.hw()).stream_output;
+  s.from_memory = bytes > ctx.hw().l3_bytes;
   if (x.numel() > 0) {
     if (attrs.channels_last) {
       // A pass holds as many samples as the cores' L2 caches do, at least

@@ -346,6 +346,37 @@ TEST_P(GroupNormTest, StreamingApplyMatchesTheReference) {
     }
 }
 
+// Channels last, the statistics read lines from memory only past the L3
+// (from_memory, which changes the AVX2 row's loop order), so column_stats
+// is called directly: both ways, with and without a residual written to a
+// sum, against the reference row.
+TEST_P(GroupNormTest, ColumnStatsFromMemoryAndCacheMatchTheReference) {
+  for (DType dt : {DType::f32, DType::bf16})
+    for (bool residual : {false, true})
+      for (bool from_memory : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} residual={} from_memory={}", to_string(dt), residual, from_memory));
+        const std::int64_t lines = 37, len = 70;  // len: two blocks of 32 columns and a tail
+        const Tensor x = random_tensor(dt, {lines, len}, 21, -3.0f, 3.0f), r = random_tensor(dt, {lines, len}, 22, -3.0f, 3.0f);
+        const Tensor shift = random_tensor(DType::f32, {len}, 23, -1.0f, 1.0f);
+        Tensor sum = zeros(dt, {lines, len}), ref_sum = zeros(dt, {lines, len});
+        const kernels::GroupNormOperand none{nullptr, dt, 0, 1};
+        kernels::GroupNormLines block{{x.data(), dt, len, 1}, residual ? kernels::GroupNormOperand{r.data(), dt, len, 1} : none,
+                                      none, none, residual ? kernels::GroupNormOperand{sum.data(), dt, len, 1} : none,
+                                      lines, len, from_memory};
+        std::vector<double> sums(2 * len), ref(2 * len);
+        std::vector<float> scratch(2 * len);
+        const kernels::GroupNormProblem problem{lines * len, 2 * std::int64_t(bytes_of(dt)), true};
+        const auto* row = kernels::select<kernels::GroupNormFamily>(problem, GetParam());
+        row->run.column_stats(block, shift.data_as<float>(), sums.data(), scratch.data());
+        if (residual) block.sum.data = ref_sum.data();
+        kernels::ref::group_norm_column_stats(block, shift.data_as<float>(), ref.data(), scratch.data());
+        for (std::int64_t i = 0; i < 2 * len; ++i) EXPECT_NEAR(sums[i], ref[i], 1e-4 * (1.0 + std::abs(ref[i]))) << row->name << " " << i;
+        if (residual) {
+          EXPECT_TRUE(close(sum, ref_sum, tolerance_for(dt))) << row->name;
+        }
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, GroupNormTest, ::testing::ValuesIn(isa_levels()), isa_name);
 
 TEST(GroupNormErrors, PlanNamesTheArgument) {

@@ -56,6 +56,19 @@ static inline void add_f64_n(__m256 v, double* sums, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) sums[i] += double(lanes[i]);
 }
 
+// sums[i] += p[i] in f64, then p[i] = 0, for i < n.
+static inline void flush(float* p, double* sums, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    _mm256_storeu_pd(sums + i, _mm256_add_pd(_mm256_loadu_pd(sums + i), _mm256_cvtps_pd(_mm_loadu_ps(p + i))));
+    _mm_storeu_ps(p + i, _mm_setzero_ps());
+  }
+  for (; i < n; ++i) {
+    sums[i] += double(p[i]);
+    p[i] = 0.0f;
+  }
+}
+
 static inline __m256 coef8(const float* p, std::int64_t stride, std::int64_t i, std::int64_t n) {
   return stride ? load8_n(p + i, DType::f32, n) : _mm256_set1_ps(*p);
 }
@@ -80,48 +93,59 @@ void group_norm_run_stats(const GroupNormLines& a, float shift, double* sums) {
   sums[1] += hsum_pd(t2);
 }
 
-// Pass `pass` of `passes` over a block of column_stats prefetches its share
-// of the next block's lines [l, l_end) of o into L1, in address order (when
-// the lines are dense, len apart). Without it, the passes' reads down the
-// columns of lines from memory ran slower than the whole lines' reads in
-// order they replaced, which the hardware prefetchers follow.
+// Per-channel partials in scratch, updated with unit-stride vectors per
+// line, the lines read in order: for lines from memory (a.from_memory),
+// whose reads in order the hardware prefetchers follow; column_blocks below
+// read them slower (AMD EPYC Zen 3, 1 thread, NHWC [8, 64, 64, 320] f32,
+// samples of the stats pass in one profile each: 158-190 here against
+// 231-288; with a residual 226-242 against 384-437). Past the end of a line
+// v and shift both load as zeros, so d is 0 there. Compiled per storage
+// type T of x, the residual and the sum when they share one (else DTypes
+// read at run time), whole vectors apart from each line's tail.
 template <class T>
-static inline void prefetch_share(const GroupNormOperand& o, std::int64_t len, std::int64_t l, std::int64_t l_end,
-                                  std::int64_t pass, std::int64_t passes, T t) {
-  if (!o.data || o.line_stride != len || l >= l_end) return;
-  const char* base = at(o, l, 0, t);
-  const std::int64_t bytes = (l_end - l) * len * bytes_of(type_of(o, t)), share = (bytes + passes - 1) / passes;
-  for (std::int64_t b = pass * share; b < std::min(bytes, (pass + 1) * share); b += 64) _mm_prefetch(base + b, _MM_HINT_T0);
+static void column_stats_by_lines(const GroupNormLines& args, const float* shift, double* sums, float* scratch, T t) {
+  const GroupNormLines a = args;  // a local copy: a store through sum may alias the arguments
+  float* p1 = scratch;
+  float* p2 = scratch + a.len;
+  for (std::int64_t i = 0; i < 2 * a.len; ++i) scratch[i] = 0.0f;
+  for (std::int64_t l0 = 0; l0 < a.lines; l0 += kFlush) {
+    const std::int64_t l1 = a.lines - l0 > kFlush ? l0 + kFlush : a.lines;
+    for (std::int64_t l = l0; l < l1; ++l) {
+      std::int64_t i = 0;
+      for (; i + 8 <= a.len; i += 8) {
+        const __m256 d = _mm256_sub_ps(stats8(a, l, i, 8, t), _mm256_loadu_ps(shift + i));
+        _mm256_storeu_ps(p1 + i, _mm256_add_ps(_mm256_loadu_ps(p1 + i), d));
+        _mm256_storeu_ps(p2 + i, _mm256_fmadd_ps(d, d, _mm256_loadu_ps(p2 + i)));
+      }
+      if (i < a.len) {
+        const std::int64_t n = a.len - i;
+        const __m256 d = _mm256_sub_ps(stats8(a, l, i, n, t), load8_n(shift + i, DType::f32, n));
+        store8_n(p1 + i, DType::f32, _mm256_add_ps(load8_n(p1 + i, DType::f32, n), d), n);
+        store8_n(p2 + i, DType::f32, _mm256_fmadd_ps(d, d, load8_n(p2 + i, DType::f32, n)), n);
+      }
+    }
+    flush(p1, sums, a.len);
+    flush(p2, sums + a.len, a.len);
+  }
 }
 
-// Lines a block of column_stats: their columns stay in L1 across its passes.
+// Lines a block of column_blocks: their columns stay in L1 across its passes.
 static constexpr std::int64_t kLines = 16;
 
-// Per-channel sums over the lines, 32 channels at a time: over a block of
-// kLines lines the 32 columns' partial sums and squares stay in registers
-// (their shifts too), then move into f64; each partial sees its lines in
-// order, as before. Past the end of a line v and shift both load as zeros,
-// so d is 0 there. This replaced partials in scratch updated by every line
-// (a load, an add and a store per vector and sum, 5 cycles a vector here):
-// AMD EPYC Zen 3, 1 thread, the whole op NHWC, best of 200 in 5 alternating
-// processes, us: [1, 64, 64, 320] (in L3) bf16 437 -> 365-371, f32 608-625
-// -> 342-478; past the L3, ms: [16, 64, 64, 320] bf16 8.2-8.5 -> 7.2-7.6,
-// [8, 64, 64, 320] f32 6.4-8.2 -> 5.6-7.4; but x + residual past the L3
-// (two operands from memory) about 10 % slower (bench membound --size large,
-// residual_group_norm_silu f32: best 27.7 -> 29.8 ms; prefetching two blocks
-// ahead or a line at a time did not recover it). Compiled per storage type T of x,
-// the residual and the sum when they share one (else DTypes read at run
-// time).
+// Per-channel sums over lines in cache, 32 channels at a time: over a
+// block of kLines lines the 32 columns' partial sums and squares stay in
+// registers (their shifts too), then move into f64; each partial sees its
+// lines in order. Against column_stats_by_lines' load, add and store of a
+// partial per vector and sum (5 cycles a vector here): AMD EPYC Zen 3, 1
+// thread, NHWC [1, 64, 64, 320], the whole op's samples in one profile each
+// (400 calls): f32 1536-1955 -> 963-1043, bf16 1397-1524 -> 761-796.
 template <class T>
-static void column_stats(const GroupNormLines& args, const float* shift, double* sums, T t) {
+static void column_blocks(const GroupNormLines& args, const float* shift, double* sums, T t) {
   const GroupNormLines a = args;  // a local copy: a store through sum may alias the arguments
   constexpr int kVectors = 4;
   for (std::int64_t l0 = 0; l0 < a.lines; l0 += kLines) {
     const std::int64_t l1 = a.lines - l0 > kLines ? l0 + kLines : a.lines;
     for (std::int64_t i0 = 0; i0 < a.len; i0 += 8 * kVectors) {
-      const std::int64_t pass = i0 / (8 * kVectors), passes = (a.len + 8 * kVectors - 1) / (8 * kVectors);
-      prefetch_share(a.x, a.len, l1, std::min(a.lines, l1 + kLines), pass, passes, t);
-      prefetch_share(a.residual, a.len, l1, std::min(a.lines, l1 + kLines), pass, passes, t);
       __m256 sh[kVectors], p1[kVectors], p2[kVectors];
       for (int v = 0; v < kVectors; ++v) {
         const std::int64_t n = std::clamp<std::int64_t>(a.len - i0 - 8 * v, 0, 8);
@@ -153,13 +177,20 @@ static void column_stats(const GroupNormLines& args, const float* shift, double*
   }
 }
 
-void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float*) {
+// Lines from memory in order, lines in cache by blocks of columns.
+template <class T>
+static void column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch, T t) {
+  if (a.from_memory) column_stats_by_lines(a, shift, sums, scratch, t);
+  else column_blocks(a, shift, sums, t);
+}
+
+void group_norm_column_stats(const GroupNormLines& a, const float* shift, double* sums, float* scratch) {
   const DType t = a.x.dtype;
   const auto same = [&](const GroupNormOperand& o) { return !o.data || o.dtype == t; };
   if (same(a.residual) && same(a.sum))
-    dispatch_float(t, [&](auto ct) { column_stats(a, shift, sums, ct); });
+    dispatch_float(t, [&](auto ct) { column_stats(a, shift, sums, scratch, ct); });
   else
-    column_stats(a, shift, sums, t);
+    column_stats(a, shift, sums, scratch, t);
 }
 
 // Compiled per storage type T (of every x-shaped operand, else DTypes read
