@@ -249,7 +249,10 @@ Result<Case> make_add_norm(const Env& env, bool rms) {
   return c;
 }
 
+// UNet latents [N, side, side, C], N of them for the size's elements (at
+// least one); tiny: one pixel of C channels, the ops' fixed costs.
 Shape latent_shape(const Env& env, std::int64_t side = kSide) {
+  if (env.size == "tiny") return {1, 1, 1, kChannels};
   return {std::max<std::int64_t>(1, env.elements / (kSide * kSide * kChannels)), side, side, kChannels};
 }
 
@@ -357,7 +360,7 @@ Result<Case> make_concat(const Env& env) {
 // Nearest x2 (NHWC) and bilinear x2 (NCHW, half-pixel: oneDNN's linear rule).
 Result<Case> make_resize(const Env& env, bool bilinear) {
   Shape in = latent_shape(env, kSide / 2);
-  in[0] = std::max<std::int64_t>(1, in[0] * 4);  // the output, 4x the input, is the case's size
+  if (in[1] > 1) in[0] *= 4;  // the output, 4x the input, is the case's size (tiny: one pixel in)
   const ops::ResizeAttrs attrs = bilinear ? ops::ResizeAttrs{.mode = ops::ResizeMode::bilinear, .coord = ops::CoordinateMode::half_pixel}
                                           : ops::ResizeAttrs{.channels_last = true};
   const Shape x_shape = bilinear ? Shape{in[0], in[3], in[1], in[2]} : in;
