@@ -20,15 +20,14 @@ RowTiling row_tiling(const RowProblem& p, const hw::Info& hw, int work) {
   const std::int64_t min_rows = std::max<std::int64_t>(1, kMinTaskBytes / 8 / std::max<std::int64_t>(p.cols, 1));
   const std::int64_t share = (p.rows + hw.cores - 1) / hw.cores;
   const std::int64_t bytes_per_element = bytes_of(p.x) + bytes_of(p.y), bytes = p.rows * p.cols * bytes_per_element;
+  const bool bound = arithmetic_bound(work, bytes_per_element);
   // A problem under one task's bytes, not arithmetic_bound, is one task: the
   // share caps the rows below, and a 5 KiB resize ran as two tasks of one
   // row at twice its time on one thread (AMD EPYC Zen 3). Arithmetic-bound
   // rows still split: softmax [2, 4096] f32 as one task took 1.6x as long.
-  const std::int64_t rows_per_task = bytes < kMinTaskBytes && !arithmetic_bound(work, bytes_per_element)
-                                         ? p.rows
-                                         : std::min(share, std::max(min_rows, (share + 3) / 4));
-  return {std::max<std::int64_t>(1, rows_per_task), bytes > hw.l3_bytes && !arithmetic_bound(work, bytes_per_element),
-          prefetch_next_into_l1(hw)};
+  const std::int64_t rows_per_task =
+      bytes < kMinTaskBytes && !bound ? p.rows : std::min(share, std::max(min_rows, (share + 3) / 4));
+  return {std::max<std::int64_t>(1, rows_per_task), bytes > hw.l3_bytes && !bound, prefetch_next_into_l1(hw)};
 }
 
 bool row_vectorizable(const RowProblem& p) {

@@ -44,7 +44,8 @@ static inline __m256d widen_sum(__m256 v) {
   return _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-// sums[i] += v[i] in f64, for i < n <= 8.
+// sums[i] += v[i] in f64, for i < n <= 8. Whole vectors from registers: stored
+// and added by flush() instead, [1, 64, 64, 320] group norm took 3-7 % longer.
 static inline void add_f64_n(__m256 v, double* sums, std::int64_t n) {
   if (n == 8) {
     _mm256_storeu_pd(sums, _mm256_add_pd(_mm256_loadu_pd(sums), _mm256_cvtps_pd(_mm256_castps256_ps128(v))));
