@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/element.hpp"
 #include "kernels/matmul.hpp"
 #include "support/harness.hpp"
 
@@ -19,6 +20,34 @@ WeightsPtr make_weights(const Tensor& w, DType dtype, const QuantSpec& spec = {}
   QuantSpec s = spec;
   s.dtype = dtype;
   return value_or_die(ops::quantize_weights(w, s));
+}
+
+// A checkpoint's quantized weights as pack_quantized_weights takes them:
+// q [K, N] (i8 symmetric, u8 with zero points) over the whole range of
+// `dtype`, both ends included, scales [groups, N] of either sign, zero
+// points [groups, N] or undefined.
+struct Checkpoint {
+  Tensor q, scales, zero_points;
+};
+Checkpoint checkpoint(DType dtype, std::int64_t k, std::int64_t n, std::int64_t groups, bool zp, DType scale_dtype, std::uint64_t seed) {
+  const bool i4 = dtype == DType::i4;
+  const int lo = zp ? 0 : i4 ? -8 : -127, hi = zp ? (i4 ? 15 : 255) : (i4 ? 7 : 127);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  const auto next = [&](int a, int b) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return a + int((state >> 33) % std::uint64_t(b - a + 1));
+  };
+  Checkpoint c{zeros(zp ? DType::u8 : DType::i8, {k, n}), random_tensor(scale_dtype, {groups, n}, seed, -0.05f, 0.05f), Tensor()};
+  for (std::int64_t i = 0; i < k * n; ++i) {
+    const int v = i < 2 ? (i == 0 ? lo : hi) : next(lo, hi);
+    if (zp) c.q.data_as<std::uint8_t>()[i] = std::uint8_t(v);
+    else c.q.data_as<std::int8_t>()[i] = std::int8_t(v);
+  }
+  if (zp) {
+    c.zero_points = zeros(DType::u8, {groups, n});
+    for (std::int64_t i = 0; i < groups * n; ++i) c.zero_points.data_as<std::uint8_t>()[i] = std::uint8_t(next(lo, hi));
+  }
+  return c;
 }
 
 class LinearTest : public IsaTest {
@@ -61,6 +90,27 @@ TEST_P(LinearTest, QuantizedWeightsEveryGroupAndScaleType) {
             check(random_tensor(DType::bf16, {m, k}, 4), w, DType::bf16);  // weight-only with bf16 activations
           }
         }
+}
+
+TEST_P(LinearTest, ImportedQuantizedWeights) {
+  // A checkpoint's q and scales packed as they are: every row (decode from
+  // M 1, the blocked rows at 20), per channel and in groups, W8A8 on symmetric
+  // int8 per channel; q stored [N, K] (a transposed view) too.
+  const std::int64_t k = 128, n = 70;
+  for (DType wt : {DType::i8, DType::i4})
+    for (bool zp : {false, true})
+      for (std::int64_t groups : {1, 4}) {
+        const Checkpoint c = checkpoint(wt, k, n, groups, zp, DType::f16, 50);
+        const WeightsPtr w = value_or_die(ops::pack_quantized_weights(wt, c.q, c.scales, c.zero_points));
+        for (std::int64_t m : {1, 5, 20}) {
+          SCOPED_TRACE(fmt::format("{} zp {} groups {} m={}", to_string(wt), zp, groups, m));
+          check(random_tensor(DType::f32, {m, k}, 51), w, DType::f32);
+          if (wt == DType::i8 && !zp && groups == 1) check(random_tensor(DType::f32, {m, k}, 52), w, DType::f32, {}, true);
+        }
+      }
+  const Tensor q_nk = checkpoint(DType::i4, n, k, 1, false, DType::f32, 53).q;  // stored [N, K]
+  const WeightsPtr w = value_or_die(ops::pack_quantized_weights(DType::i4, value_or_die(q_nk.transpose(0, 1)), random_tensor(DType::bf16, {2, n}, 54)));
+  check(random_tensor(DType::f32, {3, k}, 55), w, DType::f32);
 }
 
 TEST_P(LinearTest, MinimumOddAndLargeSizes) {
@@ -271,6 +321,32 @@ TEST(PackedWeights, QuantizationErrorIsWithinHalfAStep) {
   EXPECT_EQ(i4->bytes(), 4096 * 4096 / 2 + 32 * 4096 * 4);
 }
 
+// pack_quantized_weights keeps q, the scales (in their dtype) and the zero
+// points as given: unpack() is (q - zero) * scale exactly.
+TEST(PackedWeights, ImportedQuantizedWeightsUnpackAsGiven) {
+  const std::int64_t k = 96, n = 37;
+  for (DType wt : {DType::i8, DType::i4})
+    for (bool zp : {false, true})
+      for (std::int64_t groups : {1, 3})
+        for (DType st : {DType::f32, DType::f16, DType::bf16}) {
+          SCOPED_TRACE(fmt::format("{} zp {} groups {} scales {}", to_string(wt), zp, groups, to_string(st)));
+          const Checkpoint c = checkpoint(wt, k, n, groups, zp, st, 56);
+          const WeightsPtr w = value_or_die(ops::pack_quantized_weights(wt, c.q, c.scales, c.zero_points));
+          EXPECT_EQ(w->quant().group_size, groups == 1 ? 0 : k / groups);
+          EXPECT_EQ(w->quant().scale_dtype, st);
+          EXPECT_EQ(w->quant().zero_points, zp);
+          const Tensor d = value_or_die(w->unpack());
+          for (std::int64_t r = 0; r < k; ++r)
+            for (std::int64_t col = 0; col < n; ++col) {
+              const std::int64_t g = r / (k / groups);
+              const int q = zp ? c.q.data_as<std::uint8_t>()[r * n + col] : c.q.data_as<std::int8_t>()[r * n + col];
+              const int z = zp ? c.zero_points.data_as<std::uint8_t>()[g * n + col] : 0;
+              const float s = tessera::detail::load(c.scales.data(), st, g * n + col);
+              ASSERT_EQ(d.data_as<float>()[r * n + col], float(q - z) * s) << r << "," << col;
+            }
+        }
+}
+
 // Symmetric int8 weights carry 128 x each column's sum of q (what W8A8's
 // unsigned A adds); asymmetric and int4 ones carry none.
 TEST(PackedWeights, SymmetricInt8CarriesColumnOffsets) {
@@ -349,6 +425,30 @@ TEST(LinearErrors, PlanNamesTheArgument) {
   Tensor bad = random_tensor(DType::f32, {32, 4}, 27);
   bad.data_as<float>()[5] = __builtin_inff();
   EXPECT_TRUE(fails_naming(ops::quantize_weights(bad, {.group_size = 32}), "b"));
+  // pack_quantized_weights
+  const Checkpoint c = checkpoint(DType::i8, 96, 16, 3, false, DType::f32, 57), u = checkpoint(DType::i4, 96, 16, 3, true, DType::f32, 58);
+  EXPECT_TRUE(value_or_die(ops::pack_quantized_weights(DType::i4, u.q, u.scales, u.zero_points)) != nullptr);
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::u8, c.q, c.scales), "dtype"));
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, Tensor(), c.scales), "q"));
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, u.q, u.scales), "q"));  // unsigned without zero points
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, c.q, c.scales, u.zero_points), "q"));  // signed with them
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i4, c.q, c.scales), "q"));  // -127 is outside int4
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, c.q, zeros(DType::i32, {3, 16})), "scales"));
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, c.q, zeros(DType::f32, {5, 16})), "scales"));  // 5 does not divide 96
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, c.q, zeros(DType::f32, {3, 15})), "scales"));
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i4, u.q, u.scales, zeros(DType::u8, {2, 16})), "zero_points"));
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i4, u.q, u.scales, zeros(DType::i8, {3, 16})), "zero_points"));
+  Tensor high_zero = zeros(DType::u8, {3, 16});
+  high_zero.data_as<std::uint8_t>()[7] = 16;  // past int4's 15
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i4, u.q, u.scales, high_zero), "zero_points"));
+  Tensor minus_128 = checkpoint(DType::i8, 96, 16, 3, false, DType::f32, 57).q;
+  minus_128.data_as<std::int8_t>()[20] = -128;
+  const auto m128 = ops::pack_quantized_weights(DType::i8, minus_128, c.scales);
+  EXPECT_TRUE(fails_naming(m128, "q"));
+  EXPECT_NE(m128.status().message().find("zero points 128"), std::string::npos) << m128.status().to_string();
+  Tensor nan_scale = zeros(DType::f32, {3, 16});
+  nan_scale.data_as<float>()[4] = __builtin_nanf("");
+  EXPECT_TRUE(fails_naming(ops::pack_quantized_weights(DType::i8, c.q, nan_scale), "scales"));
 }
 
 }  // namespace

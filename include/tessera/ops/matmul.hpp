@@ -83,7 +83,7 @@ class PackedWeights {
 
  private:
   friend Result<std::shared_ptr<const PackedWeights>> pack_weights(const Tensor&, DType);
-  friend Result<std::shared_ptr<const PackedWeights>> quantize_weights(const Tensor&, const QuantSpec&);
+  friend class QuantizedPacker;  // quantize_weights, pack_quantized_weights
   PackedWeights() = default;
   std::int64_t k_ = 0, n_ = 0, bytes_ = 0;
   DType dtype_ = DType::f32;
@@ -96,6 +96,16 @@ using WeightsPtr = std::shared_ptr<const PackedWeights>;
 Result<WeightsPtr> pack_weights(const Tensor& b, DType dtype);
 // b [K, N] quantized as spec says; K must be a multiple of the group size.
 Result<WeightsPtr> quantize_weights(const Tensor& b, const QuantSpec& spec);
+// Weights quantized elsewhere (GPTQ, AWQ, ONNX MatMulNBits or
+// DequantizeLinear checkpoints), packed with their own values and scales
+// rather than re-quantized from f32: w[k, n] = (q[k, n] - zero_points[g, n])
+// * scales[g, n], g = k / (K / groups), as QuantSpec. q [K, N] holds one
+// value per element (nibble-packed formats unpacked first): i8 without zero
+// points (int8 -127..127, int4 -8..7), u8 with them (0..255, 0..15).
+// scales [groups, N] f32, f16 or bf16, kept in their dtype; zero_points
+// [groups, N] u8 in q's range, or undefined. groups divides K. Any strides:
+// a checkpoint stored [N, K] is passed as its transposed view.
+Result<WeightsPtr> pack_quantized_weights(DType dtype, const Tensor& q, const Tensor& scales, const Tensor& zero_points = {});
 
 struct LinearOptions {
   // Quantize each row of A to int8 on the fly (symmetric, scale = max|a| /
