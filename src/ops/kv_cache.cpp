@@ -86,6 +86,18 @@ Status KvCache::release(std::int32_t seq) {
   return Status{};
 }
 
+Status KvCache::truncate(std::int32_t seq, std::int64_t length) {
+  TESSERA_RETURN_IF_ERROR(find(seq).status());
+  Sequence& s = sequences_[std::size_t(seq)];
+  if (length < 0 || length > s.length)
+    return Status::invalid_argument(fmt::format("length: {} is not in [0, {}], the tokens sequence {} holds", length, s.length, seq));
+  const auto kept = std::size_t((length + config_.block_size - 1) / config_.block_size);
+  free_.insert(free_.end(), s.blocks.rbegin(), s.blocks.rend() - std::ptrdiff_t(kept));  // as release: the first freed is reused first
+  s.blocks.resize(kept);
+  s.length = length;
+  return Status{};
+}
+
 Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
   TESSERA_RETURN_IF_ERROR(find(seq).status());
   const KvCacheConfig& c = config_;

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -786,6 +787,39 @@ TEST(KvCacheTest, UnknownAndReleasedIdsAreErrors) {
   EXPECT_EQ(cache->free_blocks(), 4);
 }
 
+TEST(KvCacheTest, TruncateReturnsTrailingBlocks) {
+  // Speculative decoding's rollback: draft tokens appended, the rejected ones dropped.
+  auto cache = value_or_die(KvCache::create({.num_blocks = 6, .block_size = 16, .kv_heads = 2, .head_dim = 32}));
+  const Tensor k = random_tensor(DType::f32, {40, 2, 32}, 1), v = random_tensor(DType::f32, {40, 2, 32}, 2);
+  const Tensor k2 = random_tensor(DType::f32, {10, 2, 32}, 3), v2 = random_tensor(DType::f32, {10, 2, 32}, 4);
+  const std::int32_t a = cache->add_sequence();
+  ASSERT_TRUE(cache->append(a, k, v).ok());
+  const std::vector<std::int32_t> before = table_of(*cache, a);
+  ASSERT_TRUE(cache->truncate(a, 40).ok());  // its own length: nothing changes
+  EXPECT_EQ(table_of(*cache, a), before);
+  ASSERT_TRUE(cache->truncate(a, 17).ok());  // 17 tokens keep 2 blocks of 16
+  EXPECT_EQ(value_or_die(cache->length(a)), 17);
+  EXPECT_EQ(table_of(*cache, a), std::vector<std::int32_t>(before.begin(), before.begin() + 2));
+  EXPECT_EQ(cache->free_blocks(), 6 - 2);
+  // Appending goes on from token 17, in the second block's free slots and a reused block.
+  ASSERT_TRUE(cache->append(a, k2, v2).ok());
+  EXPECT_EQ(table_of(*cache, a), std::vector<std::int32_t>(before.begin(), before.begin() + 2));  // 27 tokens: still 2 blocks
+  const auto joined = [](const Tensor& x, const Tensor& y) {
+    Tensor t = zeros(DType::f32, {17 + y.dim(0), 2, 32});
+    std::memcpy(t.data(), x.data(), 17 * 2 * 32 * sizeof(float));
+    std::memcpy(t.data_as<float>() + 17 * 2 * 32, y.data(), std::size_t(y.numel()) * sizeof(float));
+    return t;
+  };
+  expect_stored(*cache, a, false, joined(k, k2));
+  expect_stored(*cache, a, true, joined(v, v2));
+  ASSERT_TRUE(cache->truncate(a, 0).ok());
+  EXPECT_EQ(cache->free_blocks(), 6);
+  EXPECT_TRUE(table_of(*cache, a).empty());
+  EXPECT_TRUE(fails_naming(cache->truncate(a, 1), "length"));
+  EXPECT_TRUE(fails_naming(cache->truncate(a, -1), "length"));
+  EXPECT_TRUE(fails_naming(cache->truncate(7, 0), "seq"));
+}
+
 TEST(KvCacheTest, BadConfigNamesTheField) {
   const KvCacheConfig good{.num_blocks = 4, .block_size = 16, .kv_heads = 2, .head_dim = 64};
   ASSERT_TRUE(KvCache::create(good).ok());
@@ -979,6 +1013,32 @@ TEST_P(PagedAttentionTest, LongSequenceDecode) {
     EXPECT_TRUE(close(o, o_ref, tol)) << plan->kernel();
     EXPECT_TRUE(close(lse, lse_ref, tol)) << plan->kernel();
   }
+}
+
+TEST_P(PagedAttentionTest, SpeculativeDecodingRollback) {
+  // 46 tokens, 4 drafts appended (past the block boundary at 48) and
+  // verified with Sq 4; 1 accepted, the rest truncated away, 3 corrected
+  // tokens appended and attended with Sq 3, against the reference on the
+  // sequence's final tokens.
+  const std::int64_t hq = 8, hkv = 2, d = 64;
+  auto cache = value_or_die(KvCache::create({.num_blocks = 5, .block_size = 16, .kv_heads = hkv, .head_dim = d}));
+  Seq s{cache->add_sequence(), random_tensor(DType::f32, {50, hkv, d}, 1400), random_tensor(DType::f32, {50, hkv, d}, 1401)};
+  const Tensor draft_k = random_tensor(DType::f32, {4, hkv, d}, 1402), draft_v = random_tensor(DType::f32, {4, hkv, d}, 1403);
+  ASSERT_TRUE(cache->append(s.id, rows_of(s.k, 0, 46), rows_of(s.v, 0, 46)).ok());
+  ASSERT_TRUE(cache->append(s.id, draft_k, draft_v).ok());
+  const Tensor ids = i32_tensor({s.id});
+  const Tensor q4 = random_tensor(DType::f32, {1, 4, hq, d}, 1404, -2.0f, 2.0f), o4 = nan_tensor(DType::f32, {1, 4, hq, d});
+  ASSERT_TRUE(ops::paged_attention(stream_, cache, q4, ids, o4, {.causal = true}).ok());
+  ASSERT_TRUE(cache->truncate(s.id, 47).ok());
+  EXPECT_EQ(cache->free_blocks(), 5 - 3);
+  // The accepted draft token is the sequence's token 46.
+  std::memcpy(s.k.data_as<float>() + 46 * hkv * d, draft_k.data(), std::size_t(hkv * d) * sizeof(float));
+  std::memcpy(s.v.data_as<float>() + 46 * hkv * d, draft_v.data(), std::size_t(hkv * d) * sizeof(float));
+  ASSERT_TRUE(cache->append(s.id, rows_of(s.k, 47, 50), rows_of(s.v, 47, 50)).ok());
+  const Tensor q3 = random_tensor(DType::f32, {1, 3, hq, d}, 1405, -2.0f, 2.0f), o3 = nan_tensor(DType::f32, {1, 3, hq, d});
+  const Status st = ops::paged_attention(stream_, cache, q3, ids, o3, {.causal = true});
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(close(o3, paged_reference(q3, {&s}, {.causal = true}).first, tolerance_for(DType::f32, d)));
 }
 
 TEST_P(PagedAttentionTest, OneShotGrowingSequence) {

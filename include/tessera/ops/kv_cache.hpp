@@ -45,6 +45,10 @@ class KvCache {
   Status append(std::int32_t seq, const Tensor& k, const Tensor& v);
   // Returns the sequence's blocks to the pool; the id is not reused.
   Status release(std::int32_t seq);
+  // Keeps the first `length` tokens of `seq` (at most its length) and returns
+  // the blocks past them to the pool: speculative decoding's rejected draft
+  // tokens, dropped before the accepted ones are appended.
+  Status truncate(std::int32_t seq, std::int64_t length);
 
   // Tokens held for `seq`; an error for an unknown or released id.
   Result<std::int64_t> length(std::int32_t seq) const;
