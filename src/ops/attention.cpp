@@ -358,8 +358,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
   TESSERA_RETURN_IF_ERROR(check_queries(q, o, rank));
   for (const auto& [d, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     TESSERA_RETURN_IF_ERROR(d->validate(name));
-    if (d->dtype != q.dtype)
-      return Status::invalid_argument(fmt::format("{}: dtype {} differs from q's {}", name, to_string(d->dtype), to_string(q.dtype)));
+    TESSERA_RETURN_IF_ERROR(check_attention_float(*d, name));
     TESSERA_RETURN_IF_ERROR(check_rank(*d, name, rank, rank));
     TESSERA_RETURN_IF_ERROR(check_head_stride(*d, name));
   }
@@ -367,6 +366,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
   if (k.shape[rank - 1] != dim)
     return Status::invalid_argument(fmt::format("k: head dim {} differs from q's {}", k.shape[rank - 1], dim));
   TESSERA_RETURN_IF_ERROR(check_same_shape(v, "v", k.shape, "k's shape"));
+  if (v.dtype != k.dtype) return Status::invalid_argument(fmt::format("v: dtype {} differs from k's {}", to_string(v.dtype), to_string(k.dtype)));
   if (!varlen && k.shape[0] != q.shape[0])
     return Status::invalid_argument(fmt::format("k: batch {} differs from q's {}", k.shape[0], q.shape[0]));
   TESSERA_RETURN_IF_ERROR(check_groups(hq, hkv, "k"));

@@ -248,6 +248,7 @@ enum class MaskKind { none, full, padding, rows_cols_bf16 };
 struct Case {
   std::int64_t b = 1, sq = 1, skv = 1, hq = 1, hkv = 1, d = 64;
   DType in = DType::f32, out = DType::f32;
+  std::optional<DType> kv;  // k and v's dtype when not `in`
   bool causal = false;
   float scale = 0.0f;
   MaskKind mask = MaskKind::none;
@@ -257,10 +258,10 @@ struct Case {
   std::uint64_t seed = 1;
 
   std::string name() const {
-    return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} out={} causal={} scale={} mask={} bhsd={} "
+    return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} scale={} mask={} bhsd={} "
                        "padded_kv={} lse={} seed={}",
-                       b, sq, skv, hq, hkv, d, to_string(in), to_string(out), causal, scale, int(mask), bhsd, padded_kv, lse,
-                       seed);
+                       b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, scale, int(mask),
+                       bhsd, padded_kv, lse, seed);
   }
 };
 
@@ -320,8 +321,8 @@ class AttentionTest : public IsaTest {
   void check(const Case& c) {
     SCOPED_TRACE(c.name());
     const Tensor q = bshd(c.in, c.b, c.sq, c.hq, c.d, c.bhsd, c.seed, -2.0f, 2.0f);
-    Tensor k = bshd(c.in, c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 1, -2.0f, 2.0f);
-    Tensor v = bshd(c.in, c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 2);
+    Tensor k = bshd(c.kv.value_or(c.in), c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 1, -2.0f, 2.0f);
+    Tensor v = bshd(c.kv.value_or(c.in), c.b, c.skv, c.hkv, c.d, c.bhsd, c.seed + 2);
     if (c.padded_kv) k = padded_copy(k), v = padded_copy(v);
     const Tensor o = nan_bshd(c.out, c.b, c.sq, c.hq, c.d, c.bhsd);
     const Tensor lse = nan_tensor(DType::f32, {c.b, c.hq, c.sq});
@@ -361,6 +362,20 @@ TEST_P(AttentionTest, HeadDimsShapesAndDtypes) {
       check({.b = s.b, .sq = s.sq, .skv = s.skv, .hq = s.hq, .hkv = s.hkv, .d = head_dims[di], .in = m.in, .out = m.out,
              .causal = m.causal, .seed = 10 + di * 8 + si});
     }
+}
+
+TEST_P(AttentionTest, QueriesAndKvOfDifferentDtypes) {
+  // f32 queries against a bf16 KV cache held contiguously (and the other way
+  // round): decode (split KV), prefill and SD's cross-attention shapes.
+  struct Mix {
+    DType q, kv, o;
+  };
+  std::uint64_t seed = 700;
+  for (const Mix m : {Mix{DType::f32, DType::bf16, DType::f32}, Mix{DType::f32, DType::bf16, DType::bf16}, Mix{DType::bf16, DType::f32, DType::bf16}}) {
+    check({.b = 1, .sq = 1, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = m.q, .out = m.o, .kv = m.kv, .causal = true, .seed = ++seed});
+    check({.b = 2, .sq = 37, .skv = 37, .hq = 8, .hkv = 2, .d = 64, .in = m.q, .out = m.o, .kv = m.kv, .causal = true, .seed = ++seed});
+    check({.b = 1, .sq = 100, .skv = 77, .hq = 2, .hkv = 2, .d = 40, .in = m.q, .out = m.o, .kv = m.kv, .seed = ++seed});
+  }
 }
 
 TEST_P(AttentionTest, DecodeShapesSplitKv) {
@@ -1128,9 +1143,11 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f32, {2, 5, 8, 32})), "o"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f32, {2, 5, 4, 64})), "o"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, d(DType::f16, {2, 5, 8, 64})), "o"));
-  // Dtypes: mixed q / k, and types q may not have.
-  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::bf16, {2, 7, 2, 64}), d(DType::bf16, {2, 7, 2, 64}), o), "k"));
+  // Dtypes: k and v apart (q may differ from both), and types q, k and v may not have.
+  EXPECT_TRUE(Attention::plan(ctx, q, d(DType::bf16, {2, 7, 2, 64}), d(DType::bf16, {2, 7, 2, 64}), o).ok());
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, d(DType::bf16, {2, 7, 2, 64}), o), "v"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::i8, {2, 7, 2, 64}), d(DType::i8, {2, 7, 2, 64}), o), "k"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, d(DType::f16, {2, 7, 2, 64}), d(DType::f16, {2, 7, 2, 64}), o), "k"));
   for (DType bad : {DType::f16, DType::i8}) {
     const TensorDesc kb = d(bad, {2, 7, 2, 64});
     EXPECT_TRUE(fails_naming(Attention::plan(ctx, d(bad, {2, 5, 8, 64}), kb, kb, o), "q")) << to_string(bad);

@@ -6,8 +6,9 @@
 // Layouts: q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], o [B, Sq, Hq, D]. Any
 // strides with a unit stride along D, so a [B, H, S, D] tensor is passed as a
 // permuted view. GQA / MQA: Hq is a multiple of Hkv; query head h reads kv
-// head h / (Hq / Hkv). q, k and v share a dtype (f32 or bf16); o is f32 or
-// bf16. Compute and accumulation are f32.
+// head h / (Hq / Hkv). q, o and k / v (one dtype for both) are each f32 or
+// bf16: f32 queries against a bf16 KV cache, as PagedAttention over a bf16
+// KvCache. Compute and accumulation are f32 (FpMath below).
 //
 // causal: query i of a sequence with Sq queries and Skv keys sees keys
 // j <= i + Skv - Sq (the queries are the last Sq positions, as with a KV
