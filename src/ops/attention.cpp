@@ -22,9 +22,16 @@ const void* at(const void* p, DType t, std::int64_t elements) {
 }
 void* at(void* p, DType t, std::int64_t elements) { return static_cast<char*>(p) + elements * bytes_of(t); }
 
+// A kernel row and its tiling, as plan() chose them for a shape of queries.
+struct RowChoice {
+  const Row* row;
+  kernels::AttentionTiling tiling;
+};
+
 // One kernel call: a block of query positions of one (sequence, kv head)
 // against keys [t0, t1).
 struct Task {
+  const Row* row;
   kernels::AttentionArgs args;
   kernels::AttentionOutput out;
   std::int64_t t0, t1;
@@ -43,6 +50,7 @@ struct Unit {
   kernels::AttentionArgs args;  // q and mask at position 0, causal_offset for position 0
   kernels::AttentionOutput out;
   std::int64_t positions, kv_len;
+  const RowChoice* kernel;
 };
 
 // Workspace floats per split piece.
@@ -50,15 +58,15 @@ std::int64_t piece_floats(std::int64_t rows, std::int64_t dim) { return rows * (
 
 // Splits a unit into tasks by the tiling: key pieces (decode) or blocks of
 // positions (prefill). `workspace` hands out partial-sum buffers.
-void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector<Task>& tasks,
-              std::vector<Merge>& merges, float*& workspace) {
+void add_unit(const Unit& u, std::vector<Task>& tasks, std::vector<Merge>& merges, float*& workspace) {
+  const kernels::AttentionTiling& tiling = u.kernel->tiling;
   kernels::AttentionArgs a = u.args;
   a.prefetch_l1 = tiling.prefetch_l1;
   if (tiling.keys_per_split > 0 && u.kv_len > tiling.keys_per_split) {
     const std::int64_t rows = u.positions * a.group, dim = a.head_dim;
     Merge m{tasks.size(), 0, rows, dim, a.group, u.out};
     for (std::int64_t t0 = 0; t0 < u.kv_len; t0 += tiling.keys_per_split, ++m.pieces) {
-      Task t{a, {}, t0, std::min(u.kv_len, t0 + tiling.keys_per_split)};
+      Task t{u.kernel->row, a, {}, t0, std::min(u.kv_len, t0 + tiling.keys_per_split)};
       t.args.rows = rows;
       t.out.partial_o = workspace;
       t.out.partial_m = workspace + rows * dim;
@@ -74,7 +82,7 @@ void add_unit(const Unit& u, const kernels::AttentionTiling& tiling, std::vector
   // Last blocks first: under a causal mask they see the most keys (see execute()).
   for (std::int64_t b = blocks - 1; b >= 0; --b) {
     const std::int64_t p0 = b * block, p1 = std::min(u.positions, p0 + block);
-    Task t{a, u.out, 0, u.kv_len};
+    Task t{u.kernel->row, a, u.out, 0, u.kv_len};
     t.args.rows = (p1 - p0) * a.group;
     t.args.q = at(a.q, a.q_dtype, p0 * a.q_pos_stride);
     if (b > 0) {  // the next task: the block before, whole
@@ -116,12 +124,15 @@ void merge(const Task* pieces, const Merge& m) {
   }
 }
 
-void execute(ThreadPool& pool, const Row& row, std::vector<Task>& tasks, const std::vector<Merge>& merges) {
+void execute(ThreadPool& pool, std::vector<Task>& tasks, const std::vector<Merge>& merges) {
   // Tasks stay in unit order, heaviest block first within a unit (add_unit):
   // consecutive tasks share a kv head, whose K and V stay in cache, and the
   // job still ends on light tasks, which evens out the cores.
   pool.parallel_for(std::int64_t(tasks.size()), 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) row.run(tasks[std::size_t(i)].args, tasks[std::size_t(i)].t0, tasks[std::size_t(i)].t1, tasks[std::size_t(i)].out);
+    for (std::int64_t i = b; i < e; ++i) {
+      const Task& t = tasks[std::size_t(i)];
+      t.row->run(t.args, t.t0, t.t1, t.out);
+    }
   });
   pool.parallel_for(std::int64_t(merges.size()), 1, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) merge(&tasks[merges[std::size_t(i)].first], merges[std::size_t(i)]);
@@ -129,14 +140,13 @@ void execute(ThreadPool& pool, const Row& row, std::vector<Task>& tasks, const s
 }
 
 // Splits the units into tasks and runs them on the stream; `workspace` holds the split pieces' sums.
-Status run_units(Stream& stream, std::string_view op, const Row& row, const kernels::AttentionTiling& tiling,
-                 const std::vector<Unit>& units, void* workspace) {
+Status run_units(Stream& stream, std::string_view op, const std::vector<Unit>& units, void* workspace) {
   return stream.submit(op, [&] {
     std::vector<Task> tasks;
     std::vector<Merge> merges;
     float* ws = static_cast<float*>(workspace);
-    for (const Unit& u : units) add_unit(u, tiling, tasks, merges, ws);
-    execute(stream.pool(), row, tasks, merges);
+    for (const Unit& u : units) add_unit(u, tasks, merges, ws);
+    execute(stream.pool(), tasks, merges);
     return Status{};
   });
 }
@@ -225,13 +235,22 @@ std::int64_t attention_flops(std::int64_t heads, std::int64_t queries, std::int6
   return saturating_mul(saturating_mul(4 * heads, queries), saturating_mul(keys, dim));
 }
 
+// Variable lengths: cu (batch + 1 starts) runs from 0 to `total` without decreasing.
+Status check_cu_seqlens(const std::int32_t* cu, std::string_view name, std::int64_t batch, std::int64_t total) {
+  if (cu[0] != 0) return Status::invalid_argument(fmt::format("{}: starts at {}, expected 0", name, cu[0]));
+  for (std::int64_t b = 0; b < batch; ++b)
+    if (cu[b + 1] < cu[b]) return Status::invalid_argument(fmt::format("{}: decreases at [{}] ({} after {})", name, b + 1, cu[b + 1], cu[b]));
+  if (cu[batch] != total) return Status::invalid_argument(fmt::format("{}: ends at {}, expected the total {}", name, cu[batch], total));
+  return {};
+}
+
 class AttentionPlan final : public Plan {
  public:
   AttentionPlan(std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs, const AttentionAttrs& attrs,
                 const AttentionOptions& options, Strides mask_strides, const Row* row, kernels::AttentionTiling tiling,
                 std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
       : Plan(row->name, bytes, flops), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(attrs),
-        has_mask_(options.mask.has_value()), varlen_batch_(options.varlen_batch), row_(row), tiling_(tiling),
+        has_mask_(options.mask.has_value()), varlen_batch_(options.varlen_batch), kernel_{row, tiling},
         workspace_(workspace), mask_strides_(mask_strides) {}
 
   std::string_view op() const override { return "attention"; }
@@ -243,7 +262,7 @@ class AttentionPlan final : public Plan {
     TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, in_names, out, outputs_));
     std::vector<Unit> units;
     TESSERA_RETURN_IF_ERROR(make_units(in, out, units));
-    return run_units(stream, op(), *row_, tiling_, units, workspace);
+    return run_units(stream, op(), units, workspace);
   }
 
  private:
@@ -276,6 +295,7 @@ class AttentionPlan final : public Plan {
                 .v_token_stride = v.strides[r - 3],
                 .block_table = nullptr, .block_size = 0, .block_stride = 0,
                 .k_scale = nullptr, .v_scale = nullptr, .scale_block_stride = 0};
+        u.kernel = &kernel_;
         units.push_back(u);
       }
     };
@@ -288,14 +308,8 @@ class AttentionPlan final : public Plan {
     }
     const auto* cu_q = in[3].data_as<const std::int32_t>();
     const auto* cu_kv = in[4].data_as<const std::int32_t>();
-    for (const auto& [cu, name, total] : {std::tuple{cu_q, "cu_seqlens_q", q.shape[0]}, std::tuple{cu_kv, "cu_seqlens_kv", k.shape[0]}}) {
-      if (cu[0] != 0) return Status::invalid_argument(fmt::format("{}: starts at {}, expected 0", name, cu[0]));
-      for (std::int64_t b = 0; b < varlen_batch_; ++b)
-        if (cu[b + 1] < cu[b])
-          return Status::invalid_argument(fmt::format("{}: decreases at [{}] ({} after {})", name, b + 1, cu[b + 1], cu[b]));
-      if (cu[varlen_batch_] != total)
-        return Status::invalid_argument(fmt::format("{}: ends at {}, expected the total {}", name, cu[varlen_batch_], total));
-    }
+    TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu_q, "cu_seqlens_q", varlen_batch_, q.shape[0]));
+    TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu_kv, "cu_seqlens_kv", varlen_batch_, k.shape[0]));
     for (std::int64_t b = 0; b < varlen_batch_; ++b)
       add({cu_q[b] * q.strides[0], cu_kv[b] * k.strides[0], cu_kv[b] * v.strides[0], cu_q[b] * o.strides[0],
            lse ? cu_q[b] * lse->strides[1] : 0, 0},
@@ -307,8 +321,7 @@ class AttentionPlan final : public Plan {
   AttentionAttrs attrs_;
   bool has_mask_;
   std::int64_t varlen_batch_;
-  const Row* row_;
-  kernels::AttentionTiling tiling_;
+  RowChoice kernel_;
   std::int64_t workspace_;
   Strides mask_strides_;  // the mask broadcast to [B, Hq, Sq, Skv]
 };
@@ -440,27 +453,40 @@ Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor&
 
 namespace {
 
+// With variable lengths a sequence's queries take the row chosen for their
+// count: one choice for each count up to this (the decode rows' shapes,
+// kernels/attention.cpp) and one for more.
+constexpr std::int64_t kDecodePositions = 8;
+
 class PagedAttentionPlan final : public Plan {
  public:
+  // kernels: the choice for q's Sq, or with variable lengths those for 1 ..
+  // kDecodePositions query positions and one for more.
   PagedAttentionPlan(std::shared_ptr<const KvCache> cache, std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs,
-                     const AttentionAttrs& attrs, std::int64_t max_kv_len, const Row* row, kernels::AttentionTiling tiling,
-                     std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
-      : Plan(row->name, bytes, flops), cache_(std::move(cache)), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        attrs_(attrs), max_kv_len_(max_kv_len), row_(row), tiling_(tiling), workspace_(workspace) {}
+                     const AttentionAttrs& attrs, std::int64_t max_kv_len, std::vector<RowChoice> kernels, std::int64_t workspace,
+                     std::int64_t bytes, std::int64_t flops)
+      : Plan(kernels[0].row->name, bytes, flops), cache_(std::move(cache)), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+        attrs_(attrs), max_kv_len_(max_kv_len), kernels_(std::move(kernels)), workspace_(workspace) {}
 
   std::string_view op() const override { return "paged_attention"; }
   std::int64_t workspace_bytes() const override { return workspace_; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
-    static constexpr std::string_view kIn[] = {"q", "seq_ids"};
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, kIn, out, outputs_));
+    static constexpr std::string_view kIn[] = {"q", "seq_ids", "cu_seqlens_q"};
+    const bool varlen = inputs_.size() == 3;
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(kIn).first(inputs_.size()), out, outputs_));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
+    const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     const KvCacheConfig& c = cache_->config();
-    const std::int64_t batch = q.shape[0], sq = q.shape[1], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[2] / hkv;
+    const int r = q.rank();
+    const std::int64_t batch = inputs_[1].shape[0], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[r - 2] / hkv;
     const auto* ids = in[1].data_as<const std::int32_t>();
+    const std::int32_t* cu = varlen ? in[2].data_as<const std::int32_t>() : nullptr;
+    if (varlen) TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu, "cu_seqlens_q", batch, q.shape[0]));
     std::vector<Unit> units;
     for (std::int64_t b = 0; b < batch; ++b) {
       const std::int64_t id_at = b * inputs_[1].strides[0];
+      const std::int64_t sq = varlen ? cu[b + 1] - cu[b] : q.shape[1];
       const Result<std::int64_t> length = cache_->length(ids[id_at]);
       if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
       if (*length > max_kv_len_)
@@ -470,10 +496,14 @@ class PagedAttentionPlan final : public Plan {
         return Status::invalid_argument(fmt::format(
             "seq_ids[{}]: sequence {} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", b,
             ids[id_at], *length, sq));
+      if (sq == 0) continue;
+      // Offsets of the sequence's first query: row b, or row cu[b] of the packed queries.
+      const std::int64_t first = varlen ? cu[b] : b;
+      const std::int64_t lse_off = !lse ? 0 : varlen ? first * lse->strides[1] : b * lse->strides[0];
+      const RowChoice* kernel = &kernels_[varlen ? std::size_t(std::min(sq, kDecodePositions + 1) - 1) : 0];
       const std::int32_t* table = cache_->block_table(ids[id_at])->data();
-      const std::int64_t lse_off = out.size() == 2 ? b * outputs_[1].strides[0] : 0;
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u = query_unit(attrs_, in, out, b * q.strides[0], b * o.strides[0], lse_off, h, group, sq, *length);
+        Unit u = query_unit(attrs_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, *length);
         const std::int64_t head = h * c.num_blocks * c.block_size;  // the head's first slot
         u.args.kv = {.dtype = c.dtype,
                      .k = at(cache_->k_pool(), c.dtype, head * dim),
@@ -486,10 +516,11 @@ class PagedAttentionPlan final : public Plan {
                      .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
                      .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
                      .scale_block_stride = c.block_size};
+        u.kernel = kernel;
         units.push_back(u);
       }
     }
-    return run_units(stream, op(), *row_, tiling_, units, workspace);
+    return run_units(stream, op(), units, workspace);
   }
 
  private:
@@ -497,8 +528,7 @@ class PagedAttentionPlan final : public Plan {
   std::vector<TensorDesc> inputs_, outputs_;
   AttentionAttrs attrs_;
   std::int64_t max_kv_len_;
-  const Row* row_;
-  kernels::AttentionTiling tiling_;
+  std::vector<RowChoice> kernels_;
   std::int64_t workspace_;
 };
 
@@ -508,37 +538,57 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
                                      const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
                                      const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse) {
   if (!cache) return Status::invalid_argument("cache: no cache given");
-  TESSERA_RETURN_IF_ERROR(check_queries(q, o, 4));
+  const bool varlen = q.rank() == 3;
+  TESSERA_RETURN_IF_ERROR(check_queries(q, o, varlen ? 3 : 4));
   const KvCacheConfig& c = cache->config();
-  const std::int64_t batch = q.shape[0], sq = q.shape[1], hq = q.shape[2], dim = q.shape[3];
+  const int r = q.rank();
+  const std::int64_t hq = q.shape[r - 2], dim = q.shape[r - 1];
+  const std::int64_t sq = q.shape[r - 3];  // variable lengths: the total
   if (dim != c.head_dim)
     return Status::invalid_argument(fmt::format("q: head dim {} differs from the cache's head_dim {}", dim, c.head_dim));
   TESSERA_RETURN_IF_ERROR(check_groups(hq, c.kv_heads, "the cache"));
   TESSERA_RETURN_IF_ERROR(seq_ids.validate("seq_ids"));
-  if (seq_ids.dtype != DType::i32 || seq_ids.rank() != 1 || seq_ids.shape[0] != batch)
-    return Status::invalid_argument(fmt::format("seq_ids: {} is not i32 [B = {}]", seq_ids.to_string(), batch));
+  if (seq_ids.dtype != DType::i32 || seq_ids.rank() != 1 || (!varlen && seq_ids.shape[0] != q.shape[0]))
+    return Status::invalid_argument(varlen ? fmt::format("seq_ids: {} is not i32 [B]", seq_ids.to_string())
+                                           : fmt::format("seq_ids: {} is not i32 [B = {}]", seq_ids.to_string(), q.shape[0]));
+  const std::int64_t batch = seq_ids.shape[0];
   if (max_kv_len < 0) return Status::invalid_argument(fmt::format("max_kv_len: {} is negative", max_kv_len));
   TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
-  TESSERA_RETURN_IF_ERROR(check_lse(lse, Shape{batch, hq, sq}));
-  std::vector<TensorDesc> outputs{o};
+  TESSERA_RETURN_IF_ERROR(check_lse(lse, varlen ? Shape{hq, sq} : Shape{batch, hq, sq}));
+  std::vector<TensorDesc> inputs{q, seq_ids}, outputs{o};
+  if (varlen) inputs.push_back(TensorDesc::contiguous(DType::i32, Shape{batch + 1}));
   if (lse) outputs.push_back(*lse);
 
   const std::int64_t group = hq / c.kv_heads;
-  const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, sq, group, batch * c.kv_heads, max_kv_len, true, attrs.fpmath);
-  const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
-  const auto tiling = row->tiling(problem, ctx.hw());
-  const std::int64_t workspace = split_workspace(tiling, batch * c.kv_heads, max_kv_len, sq * group, dim);
+  std::vector<RowChoice> kernels;
+  std::int64_t workspace = 0;
+  const auto choose = [&](std::int64_t positions) {
+    const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, positions, group, batch * c.kv_heads, max_kv_len, true, attrs.fpmath);
+    const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
+    kernels.push_back({row, row->tiling(problem, ctx.hw())});
+    workspace = std::max(workspace, split_workspace(kernels.back().tiling, batch * c.kv_heads, max_kv_len, positions * group, dim));
+  };
+  if (!varlen) {
+    choose(sq);
+  } else {
+    for (std::int64_t p = 1; p <= kDecodePositions; ++p) choose(p);
+    choose(std::max(kDecodePositions + 1, sq));
+  }
   const std::int64_t kv_bytes = saturating_mul(2 * batch * c.kv_heads * dim, saturating_mul(max_kv_len, bytes_of(c.dtype)));
   const std::int64_t bytes = saturating_add(traffic_bytes({q, o}), kv_bytes);
-  const std::int64_t flops = attention_flops(batch * hq, sq, max_kv_len, dim);
-  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::vector<TensorDesc>{q, seq_ids}, std::move(outputs),
-                                                      attrs, max_kv_len, row, tiling, workspace, bytes, flops));
+  const std::int64_t flops = attention_flops(varlen ? hq : batch * hq, sq, max_kv_len, dim);
+  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::move(inputs), std::move(outputs), attrs, max_kv_len,
+                                                      std::move(kernels), workspace, bytes, flops));
 }
 
-Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
-                       const Tensor& o, const AttentionAttrs& attrs) {
+namespace {
+// One-shot paged attention: plans per power-of-two bucket of the longest
+// sequence (at least 64), so a sequence growing token by token re-plans only
+// when it doubles. in: {q, seq_ids, [cu_seqlens_q]}.
+Status run_paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, std::span<const Tensor> in,
+                           const Tensor& o, const AttentionAttrs& attrs) {
   if (!cache) return Status::invalid_argument("cache: no cache given");
-  // The bucket: the longest sequence's length rounded up to a power of two (at least 64).
+  const Tensor& seq_ids = in[1];
   std::int64_t longest = 0;
   if (seq_ids.dtype() == DType::i32 && seq_ids.rank() == 1 && seq_ids.data())
     for (std::int64_t b = 0; b < seq_ids.dim(0); ++b)
@@ -546,11 +596,25 @@ Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cac
   std::int64_t bucket = 64;
   while (bucket < longest) bucket *= 2;
   PlanKey key("paged_attention", stream.context().isa());
-  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get()))).add(q.desc()).add(seq_ids.desc()).add(o.desc());
-  key.add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath));
-  const Tensor in[] = {q, seq_ids}, out[] = {o};
-  return run_cached(stream, key, [&] { return PagedAttention::plan(stream.context(), cache, q.desc(), seq_ids.desc(), o.desc(), bucket, attrs); },
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get())));
+  for (const Tensor& t : in) key.add(t.desc());
+  key.add(o.desc()).add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath));
+  const Tensor out[] = {o};
+  return run_cached(stream, key, [&] { return PagedAttention::plan(stream.context(), cache, in[0].desc(), seq_ids.desc(), o.desc(), bucket, attrs); },
                     in, out);
+}
+}  // namespace
+
+Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
+                       const Tensor& o, const AttentionAttrs& attrs) {
+  const Tensor in[] = {q, seq_ids};
+  return run_paged_attention(stream, cache, in, o, attrs);
+}
+
+Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
+                       const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs) {
+  const Tensor in[] = {q, seq_ids, cu_seqlens_q};
+  return run_paged_attention(stream, cache, in, o, attrs);
 }
 
 }  // namespace tessera::ops

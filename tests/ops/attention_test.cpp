@@ -1056,6 +1056,67 @@ TEST_P(PagedAttentionTest, SpeculativeDecodingRollback) {
   EXPECT_TRUE(close(o3, paged_reference(q3, {&s}, {.causal = true}).first, tolerance_for(DType::f32, d)));
 }
 
+TEST_P(PagedAttentionTest, VariableLengthsMixPrefillAndDecode) {
+  // Continuous batching: one call with a decode token, a prefill chunk of 12
+  // (of a 2000-token sequence), a draft of 4, a sequence without new queries
+  // and a decode token of a sequence listed again; then the long sequence's
+  // chunk and token alone, few enough units that the decode row splits its
+  // keys across cores beside the flash row's chunk. Every cache type; each
+  // sequence's rows against the reference and, for f32, against the
+  // fixed-length op on its own.
+  const std::int64_t hq = 8, hkv = 2, d = 64;
+  const std::vector<std::int64_t> lengths = {2000, 17, 40, 5};
+  std::uint64_t seed = 1500;
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(fmt::format("cache {} causal {}", to_string(cache_dt), causal));
+      auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, 16) + 1, .block_size = 16, .kv_heads = hkv,
+                                                 .head_dim = d, .dtype = cache_dt}));
+      const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, seed += 10);
+      const AttentionAttrs attrs{.causal = causal};
+      const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
+      for (const auto& [pick, news] : {std::pair{std::vector<std::int32_t>{1, 0, 2, 3, 0}, std::vector<std::int32_t>{1, 12, 4, 0, 1}},
+                                       std::pair{std::vector<std::int32_t>{0, 0}, std::vector<std::int32_t>{12, 1}}}) {
+        std::vector<std::int32_t> ids, cu = {0};
+        for (std::size_t b = 0; b < pick.size(); ++b) ids.push_back(seqs[std::size_t(pick[b])].id), cu.push_back(cu.back() + news[b]);
+        const std::int64_t total = cu.back();
+        const Tensor q = random_tensor(DType::f32, {total, hq, d}, seed + total, -2.0f, 2.0f);
+        const Tensor o = nan_tensor(DType::f32, {total, hq, d}), lse = nan_tensor(DType::f32, {hq, total});
+        const ops::PlanPtr plan = value_or_die(
+            ops::PagedAttention::plan(ctx_, cache, q.desc(), i32_tensor(ids).desc(), o.desc(), 2048, attrs, lse.desc()));
+        const Status st = run_plan(ctx_, stream_, *plan, {q, i32_tensor(ids), i32_tensor(cu)}, {o, lse});
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        for (std::size_t b = 0; b < pick.size(); ++b) {
+          if (news[b] == 0) continue;
+          SCOPED_TRACE(fmt::format("row {} of {}: {} new queries", b, pick.size(), news[b]));
+          const Tensor q_b = value_or_die(rows_of(q, cu[b], cu[b + 1]).reshape({1, news[b], hq, d}));
+          const auto [o_ref, lse_ref] = paged_reference(q_b, {&seqs[std::size_t(pick[b])]}, attrs);
+          EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]), value_or_die(o_ref.reshape({news[b], hq, d})), tol)) << "o";
+          EXPECT_TRUE(close(value_or_die(lse.slice(1, cu[b], cu[b + 1])), value_or_die(lse_ref.reshape({hq, news[b]})), tol)) << "lse";
+          if (cache_dt != DType::f32) continue;
+          const Tensor o_b = nan_tensor(DType::f32, {1, news[b], hq, d});
+          ASSERT_TRUE(ops::paged_attention(stream_, cache, q_b, i32_tensor({ids[b]}), o_b, attrs).ok());
+          EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]), value_or_die(o_b.reshape({news[b], hq, d})), tolerance_for(DType::f32, d)))
+              << "against the fixed-length op";
+        }
+      }
+    }
+  // The one-shot form, and the run-time checks of cu_seqlens_q.
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = hkv, .head_dim = d}));
+  const std::vector<Seq> seqs = fill(*cache, DType::f32, {20, 9}, 1590);
+  const Tensor ids = i32_tensor({seqs[0].id, seqs[1].id});
+  const Tensor q = random_tensor(DType::f32, {5, hq, d}, 1591), o = nan_tensor(DType::f32, {5, hq, d});
+  ASSERT_TRUE(ops::paged_attention(stream_, cache, q, ids, i32_tensor({0, 3, 5}), o, {.causal = true}).ok());
+  const Tensor q_1 = value_or_die(rows_of(q, 3, 5).reshape({1, 2, hq, d}));
+  EXPECT_TRUE(close(rows_of(o, 3, 5), value_or_die(paged_reference(q_1, {&seqs[1]}, {.causal = true}).first.reshape({2, hq, d})),
+                    tolerance_for(DType::f32, d)));
+  for (const std::vector<std::int32_t>& bad : {std::vector<std::int32_t>{1, 3, 5}, {0, 4, 3}, {0, 3, 4}})
+    EXPECT_TRUE(fails_naming(ops::paged_attention(stream_, cache, q, ids, i32_tensor(bad), o), "cu_seqlens_q"));
+  // More new queries than a sequence holds (9 tokens, 10 queries).
+  const Tensor q_long = random_tensor(DType::f32, {11, hq, d}, 1592), o_long = nan_tensor(DType::f32, {11, hq, d});
+  EXPECT_TRUE(fails_mentioning(ops::paged_attention(stream_, cache, q_long, ids, i32_tensor({0, 1, 11}), o_long), "seq_ids[1]"));
+}
+
 TEST_P(PagedAttentionTest, OneShotGrowingSequence) {
   // A sequence grows token by token from 61 to 67 tokens, across the
   // power-of-two boundary at 64 (the one-shot function re-plans for the next
@@ -1237,8 +1298,13 @@ TEST(PagedAttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q32, ids, q32, 256), "q"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q3, ids, q3, 256), "q"));
   EXPECT_TRUE(fails_mentioning(PagedAttention::plan(ctx, cache, q3, ids, q3, 256), "head"));
-  const TensorDesc q_rank3 = d(DType::f32, {3, 8, 64});
-  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q_rank3, ids, q_rank3, 256), "q"));
+  // Rank 3 is the packed variable-length form (o alike; lse [Hq, total_q]); 2 and 5 are neither.
+  const TensorDesc q_rank3 = d(DType::f32, {5, 8, 64});
+  EXPECT_TRUE(PagedAttention::plan(ctx, cache, q_rank3, ids, q_rank3, 256).ok());
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q_rank3, ids, d(DType::f32, {5, 4, 64}), 256), "o"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q_rank3, ids, q_rank3, 256, {}, d(DType::f32, {3, 8, 5})), "lse"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, d(DType::f32, {8, 64}), ids, d(DType::f32, {8, 64}), 256), "q"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, d(DType::f32, {1, 3, 1, 8, 64}), ids, d(DType::f32, {1, 3, 1, 8, 64}), 256), "q"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, d(DType::i8, {3, 1, 8, 64}), ids, o, 256), "q"));
   // seq_ids: i32 [B].
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, d(DType::i64, {3}), o, 256), "seq_ids"));

@@ -76,6 +76,12 @@ Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor&
 // whose keys (its current length L, including the Sq newest tokens, already
 // appended) are read straight from the cache's blocks. With causal, query i
 // sees keys j <= i + L - Sq. Inputs {q, seq_ids}, outputs {o, [lse]}.
+// Variable lengths (continuous batching: prefill chunks and decode tokens in
+// one call): q and o [total_q, Hq, D], the sequences' queries back to back,
+// and a third input cu_seqlens_q (i32 [B + 1]) holding each one's start,
+// from 0 to total_q, non-decreasing (a sequence may have no new queries);
+// lse [Hq, total_q]. Each sequence's queries take the kernel row for their
+// count (decode rows for a few, flash rows for a prefill chunk).
 struct PagedAttention {
   // Plans for sequences of up to `max_kv_len` tokens (this sizes the split-KV
   // workspace); run() reports a longer one. The plan keeps the cache alive.
@@ -88,5 +94,8 @@ struct PagedAttention {
 // sequence growing token by token re-plans only when it doubles.
 Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
                        const Tensor& seq_ids, const Tensor& o, const AttentionAttrs& attrs = {});
+// Variable lengths: q and o [total_q, Hq, D], cu_seqlens_q i32 [B + 1].
+Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
+                       const Tensor& seq_ids, const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs = {});
 
 }  // namespace tessera::ops
