@@ -417,13 +417,12 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
   TESSERA_RETURN_IF_ERROR(b.validate("b"));
   TESSERA_RETURN_IF_ERROR(c.validate("c"));
   TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
+  TESSERA_RETURN_IF_ERROR(check_float(b, "b"));
   TESSERA_RETURN_IF_ERROR(check_rank(a, "a", 2));
   TESSERA_RETURN_IF_ERROR(check_rank(b, "b", 2));
   TESSERA_RETURN_IF_ERROR(check_rank(c, "c", 2));
-  if (b.dtype != a.dtype)
-    return Status::invalid_argument(fmt::format("b: dtype {} must equal a's dtype {}", to_string(b.dtype), to_string(a.dtype)));
-  if (c.dtype != DType::f32 && c.dtype != a.dtype)
-    return Status::invalid_argument(fmt::format("c: dtype {} must be f32 or a's dtype {}", to_string(c.dtype), to_string(a.dtype)));
+  if (c.dtype != DType::f32 && c.dtype != a.dtype && c.dtype != b.dtype)
+    return Status::invalid_argument(fmt::format("c: dtype {} must be f32, a's {} or b's {}", to_string(c.dtype), to_string(a.dtype), to_string(b.dtype)));
   const std::int64_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1], n = b.shape[b.rank() - 1];
   if (b.shape[b.rank() - 2] != k)
     return Status::invalid_argument(fmt::format("b: shape {} has K = {} rows, expected a's K = {} (a is {})",

@@ -46,6 +46,21 @@ TEST_P(MatmulTest, Bf16AndF16) {
 // The blocked kernels read A's rows in place unless a micro-tile's rows
 // would share sets of L1 (rows a multiple of 4 KiB apart, or 1 and 2 KiB):
 // both ways, f32 and bf16, from whole rows and from a slice of wider ones.
+TEST_P(MatmulTest, OperandsOfDifferentDtypes) {
+  // f32 activations times bf16 or f16 weights (and bf16 times f32), c in
+  // either type: odd sizes, a K past a slice, a batch with a transposed b.
+  struct Mix {
+    DType a, b, c;
+  };
+  for (const Mix m : {Mix{DType::f32, DType::bf16, DType::f32}, Mix{DType::f32, DType::bf16, DType::bf16},
+                      Mix{DType::f32, DType::f16, DType::f32}, Mix{DType::bf16, DType::f32, DType::bf16}})
+    for (auto [mm, k, n] : {std::array<std::int64_t, 3>{1, 64, 33}, {17, 255, 100}, {64, 300, 40}}) {
+      SCOPED_TRACE(fmt::format("a {} b {} c {} m={} k={} n={}", to_string(m.a), to_string(m.b), to_string(m.c), mm, k, n));
+      check(random_tensor(m.a, {mm, k}, 7), random_tensor(m.b, {k, n}, 8), {mm, n}, m.c);
+      check(random_tensor(m.a, {2, mm, k}, 9), value_or_die(random_tensor(m.b, {n, k}, 10).transpose(0, 1)), {2, mm, n}, m.c);
+    }
+}
+
 TEST_P(MatmulTest, ARowsInPlaceOrPacked) {
   for (DType dt : {DType::f32, DType::bf16}) {
     for (std::int64_t k : {1000, 1024, 2048}) {
@@ -115,7 +130,9 @@ TEST(MatmulErrors, PlanNamesTheArgument) {
   Context ctx;
   auto d = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::f32, {7, 5}), d(DType::f32, {4, 5})), "b"));
-  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f32, {4, 5})), "b"));
+  EXPECT_TRUE(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::bf16, {8, 5}), d(DType::bf16, {4, 5})).ok());
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::i8, {8, 5}), d(DType::f32, {4, 5})), "b"));
+  EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::bf16, {8, 5}), d(DType::f16, {4, 5})), "c"));
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {4, 8}), d(DType::f32, {8, 5}), d(DType::f32, {4, 6})), "c"));
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::f32, {8}), d(DType::f32, {8, 5}), d(DType::f32, {1, 5})), "a"));
   EXPECT_TRUE(fails_naming(ops::Matmul::plan(ctx, d(DType::i8, {4, 8}), d(DType::i8, {8, 5}), d(DType::f32, {4, 5})), "a"));

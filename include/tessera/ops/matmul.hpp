@@ -3,7 +3,9 @@
 //
 // Matmul: batched C = A x B with numpy batch broadcasting, A [..., M, K],
 // B [..., K, N], C [..., M, N]. Transposed operands are views (strides); no
-// copy is made. A and B share a float dtype; C is f32 or that dtype.
+// copy is made. A and B are f32, bf16 or f16, alike or not (f32 activations
+// times bf16 weights: computed in f32, as oneDNN without fpmath); C is f32
+// or one of theirs.
 //
 // Linear: A [..., K] x W [K, N] -> C [..., N] where W was packed once
 // (pack_weights: f32 / bf16) or quantized once (quantize_weights: int8 /
