@@ -235,6 +235,17 @@ std::int64_t attention_flops(std::int64_t heads, std::int64_t queries, std::int6
   return saturating_mul(saturating_mul(4 * heads, queries), saturating_mul(keys, dim));
 }
 
+// An additive mask: float, broadcasting (numpy rules) to `full` ([B, Hq, Sq,
+// keys]); its strides over `full`.
+Result<Strides> check_mask(const TensorDesc& m, const Shape& full) {
+  TESSERA_RETURN_IF_ERROR(m.validate("mask"));
+  TESSERA_RETURN_IF_ERROR(check_float(m, "mask"));
+  bool ok = m.rank() <= 4;
+  for (int i = 0; ok && i < m.rank(); ++i) ok = m.shape[i] == 1 || m.shape[i] == full[i + 4 - m.rank()];
+  if (!ok) return Status::invalid_argument(fmt::format("mask: shape {} does not broadcast to [B, Hq, Sq, Skv] = {}", m.shape.to_string(), full.to_string()));
+  return broadcast_strides(m, full);
+}
+
 // Variable lengths: cu (batch + 1 starts) runs from 0 to `total` without decreasing.
 Status check_cu_seqlens(const std::int32_t* cu, std::string_view name, std::int64_t batch, std::int64_t total) {
   if (cu[0] != 0) return Status::invalid_argument(fmt::format("{}: starts at {}, expected 0", name, cu[0]));
@@ -392,14 +403,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
   if (options.mask) {
     const TensorDesc& m = *options.mask;
     if (varlen) return Status::invalid_argument("mask: not supported with variable lengths (varlen_batch > 0)");
-    TESSERA_RETURN_IF_ERROR(m.validate("mask"));
-    TESSERA_RETURN_IF_ERROR(check_float(m, "mask"));
-    const Shape full{batch, hq, sq, skv};
-    bool ok = m.rank() <= 4;
-    for (int i = 0; ok && i < m.rank(); ++i) ok = m.shape[i] == 1 || m.shape[i] == full[i + 4 - m.rank()];
-    if (!ok)
-      return Status::invalid_argument(fmt::format("mask: shape {} does not broadcast to [B, Hq, Sq, Skv] = {}", m.shape.to_string(), full.to_string()));
-    mask_strides = broadcast_strides(m, full);
+    TESSERA_ASSIGN_OR_RETURN(mask_strides, check_mask(m, Shape{batch, hq, sq, skv}));
     inputs.push_back(m);
   }
   if (varlen) {
@@ -462,19 +466,22 @@ class PagedAttentionPlan final : public Plan {
  public:
   // kernels: the choice for q's Sq, or with variable lengths those for 1 ..
   // kDecodePositions query positions and one for more.
+  // mask_strides: the mask's over [B, Hq, Sq, keys] (none: no mask), and
+  // mask_keys the keys it covers (0: broadcast over any number).
   PagedAttentionPlan(std::shared_ptr<const KvCache> cache, std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs,
-                     const AttentionAttrs& attrs, std::int64_t max_kv_len, std::vector<RowChoice> kernels, std::int64_t workspace,
-                     std::int64_t bytes, std::int64_t flops)
+                     const AttentionAttrs& attrs, std::int64_t max_kv_len, bool varlen, std::optional<Strides> mask_strides,
+                     std::int64_t mask_keys, std::vector<RowChoice> kernels, std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
       : Plan(kernels[0].row->name, bytes, flops), cache_(std::move(cache)), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        attrs_(attrs), max_kv_len_(max_kv_len), kernels_(std::move(kernels)), workspace_(workspace) {}
+        attrs_(attrs), max_kv_len_(max_kv_len), varlen_(varlen), mask_strides_(std::move(mask_strides)), mask_keys_(mask_keys),
+        kernels_(std::move(kernels)), workspace_(workspace) {}
 
   std::string_view op() const override { return "paged_attention"; }
   std::int64_t workspace_bytes() const override { return workspace_; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
-    static constexpr std::string_view kIn[] = {"q", "seq_ids", "cu_seqlens_q"};
-    const bool varlen = inputs_.size() == 3;
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(kIn).first(inputs_.size()), out, outputs_));
+    static constexpr std::string_view kFixed[] = {"q", "seq_ids", "mask"}, kVarlen[] = {"q", "seq_ids", "cu_seqlens_q"};
+    const bool varlen = varlen_;
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(varlen ? kVarlen : kFixed).first(inputs_.size()), out, outputs_));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
     const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     const KvCacheConfig& c = cache_->config();
@@ -496,6 +503,9 @@ class PagedAttentionPlan final : public Plan {
         return Status::invalid_argument(fmt::format(
             "seq_ids[{}]: sequence {} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", b,
             ids[id_at], *length, sq));
+      if (mask_keys_ > 0 && *length > mask_keys_)
+        return Status::invalid_argument(fmt::format("mask: covers {} keys, and sequence {} (seq_ids[{}]) holds {} tokens", mask_keys_,
+                                                    ids[id_at], b, *length));
       if (sq == 0) continue;
       // Offsets of the sequence's first query: row b, or row cu[b] of the packed queries.
       const std::int64_t first = varlen ? cu[b] : b;
@@ -516,6 +526,14 @@ class PagedAttentionPlan final : public Plan {
                      .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
                      .v_scale = cache_->v_scales() ? cache_->v_scales() + head : nullptr,
                      .scale_block_stride = c.block_size};
+        if (mask_strides_) {
+          const Strides& ms = *mask_strides_;
+          u.args.mask_dtype = inputs_[2].dtype;
+          u.args.mask = at(in[2].data(), u.args.mask_dtype, b * ms[0] + h * group * ms[1]);
+          u.args.mask_head_stride = ms[1];
+          u.args.mask_pos_stride = ms[2];
+          u.args.mask_key_stride = ms[3];
+        }
         u.kernel = kernel;
         units.push_back(u);
       }
@@ -528,6 +546,9 @@ class PagedAttentionPlan final : public Plan {
   std::vector<TensorDesc> inputs_, outputs_;
   AttentionAttrs attrs_;
   std::int64_t max_kv_len_;
+  bool varlen_;
+  std::optional<Strides> mask_strides_;
+  std::int64_t mask_keys_;
   std::vector<RowChoice> kernels_;
   std::int64_t workspace_;
 };
@@ -536,7 +557,8 @@ class PagedAttentionPlan final : public Plan {
 
 Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
                                      const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
-                                     const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse) {
+                                     const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse,
+                                     const std::optional<TensorDesc>& mask) {
   if (!cache) return Status::invalid_argument("cache: no cache given");
   const bool varlen = q.rank() == 3;
   TESSERA_RETURN_IF_ERROR(check_queries(q, o, varlen ? 3 : 4));
@@ -558,6 +580,16 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
   std::vector<TensorDesc> inputs{q, seq_ids}, outputs{o};
   if (varlen) inputs.push_back(TensorDesc::contiguous(DType::i32, Shape{batch + 1}));
   if (lse) outputs.push_back(*lse);
+  std::optional<Strides> mask_strides;
+  std::int64_t mask_keys = 0;
+  if (mask) {
+    if (varlen) return Status::invalid_argument("mask: not supported with variable lengths (q of rank 3)");
+    // Keys: as many as the mask's last dim covers (each sequence's length is checked by run()), or any when it is 1.
+    const std::int64_t keys = mask->rank() > 0 ? mask->shape[mask->rank() - 1] : 1;
+    TESSERA_ASSIGN_OR_RETURN(mask_strides, check_mask(*mask, Shape{batch, hq, sq, std::max<std::int64_t>(keys, 1)}));
+    mask_keys = keys > 1 ? keys : 0;
+    inputs.push_back(*mask);
+  }
 
   const std::int64_t group = hq / c.kv_heads;
   std::vector<RowChoice> kernels;
@@ -575,10 +607,11 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
     choose(std::max(kDecodePositions + 1, sq));
   }
   const std::int64_t kv_bytes = saturating_mul(2 * batch * c.kv_heads * dim, saturating_mul(max_kv_len, bytes_of(c.dtype)));
-  const std::int64_t bytes = saturating_add(traffic_bytes({q, o}), kv_bytes);
+  std::int64_t bytes = saturating_add(traffic_bytes({q, o}), kv_bytes);
+  if (mask) bytes = saturating_add(bytes, traffic_bytes({*mask}));
   const std::int64_t flops = attention_flops(varlen ? hq : batch * hq, sq, max_kv_len, dim);
-  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::move(inputs), std::move(outputs), attrs, max_kv_len,
-                                                      std::move(kernels), workspace, bytes, flops));
+  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::move(inputs), std::move(outputs), attrs, max_kv_len, varlen,
+                                                      std::move(mask_strides), mask_keys, std::move(kernels), workspace, bytes, flops));
 }
 
 namespace {

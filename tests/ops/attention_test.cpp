@@ -912,16 +912,27 @@ std::int64_t blocks_for(const std::vector<std::int64_t>& lengths, std::int64_t b
   return n;
 }
 
-// The reference for row b of q attending to the sequence rows[b]: o f32 [B, Sq, Hq, D], lse f32 [B, Hq, Sq].
-std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<const Seq*>& row_seqs, const AttentionAttrs& attrs) {
+// The reference for row b of q attending to the sequence rows[b]: o f32 [B, Sq, Hq, D], lse f32 [B, Hq, Sq];
+// with a mask broadcasting to [B, Hq, Sq, keys], its columns 0 .. L - 1 for a sequence of L tokens.
+std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<const Seq*>& row_seqs, const AttentionAttrs& attrs,
+                                          const Tensor* mask = nullptr) {
   const std::int64_t nb = q.dim(0), sq = q.dim(1), hq = q.dim(2), d = q.dim(3);
   Tensor o = zeros(DType::f32, {nb, sq, hq, d}), lse = zeros(DType::f32, {nb, hq, sq});
+  std::int64_t longest = 0;
+  for (const Seq* s : row_seqs) longest = std::max(longest, s->k.dim(0));
+  Tensor full;
+  if (mask) {
+    const std::int64_t keys = mask->dim(mask->rank() - 1);
+    full = value_or_die(mask->expand({nb, hq, sq, keys == 1 ? longest : keys}));
+  }
   for (std::int64_t b = 0; b < nb; ++b) {
     const Seq& s = *row_seqs[b];
     const std::int64_t len = s.k.dim(0);
     const Sink lse_sink = sink(lse, b);
-    reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), nullptr, scale_of(attrs, d), attrs.causal, sink(o, b),
-              &lse_sink);
+    View4 mv;
+    if (mask) mv = view4(value_or_die(value_or_die(full.slice(0, b, b + 1)).slice(3, 0, len)));
+    reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal,
+              sink(o, b), &lse_sink);
   }
   return {o, lse};
 }
@@ -1115,6 +1126,52 @@ TEST_P(PagedAttentionTest, VariableLengthsMixPrefillAndDecode) {
   // More new queries than a sequence holds (9 tokens, 10 queries).
   const Tensor q_long = random_tensor(DType::f32, {11, hq, d}, 1592), o_long = nan_tensor(DType::f32, {11, hq, d});
   EXPECT_TRUE(fails_mentioning(ops::paged_attention(stream_, cache, q_long, ids, i32_tensor({0, 1, 11}), o_long), "seq_ids[1]"));
+}
+
+TEST_P(PagedAttentionTest, AdditiveMasks) {
+  // Masks over the sequences' keys, every cache type, decode (Sq 1, 4) and
+  // a prefill chunk (Sq 12): a full f32 mask [B, Hq, Sq, 320] with -inf
+  // scattered (some rows wholly masked), ALiBi-like biases [1, Hq, 1, 300] in
+  // bf16 (the longest sequence's 300 keys), [Sq, 1] broadcast over any number
+  // of keys; against the reference.
+  const std::int64_t hq = 8, hkv = 2, d = 64;
+  std::uint64_t seed = 1700;
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8})
+    for (std::int64_t sq : {1, 4, 12}) {
+      const std::vector<std::int64_t> lengths = {sq, 17, 300};
+      auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, 16) + 1, .block_size = 16, .kv_heads = hkv,
+                                                 .head_dim = d, .dtype = cache_dt}));
+      const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, seed += 10);
+      const Tensor ids = i32_tensor({seqs[2].id, seqs[0].id, seqs[1].id});
+      const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + 1, -2.0f, 2.0f);
+      const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
+      for (const Tensor& mask : {full_mask(3, hq, sq, 320, seed + 2), random_tensor(DType::bf16, {1, hq, 1, 300}, seed + 3, -4.0f, 0.0f),
+                                 random_tensor(DType::f32, {sq, 1}, seed + 4, -1.0f, 1.0f)})
+        for (bool causal : {true, false}) {
+          SCOPED_TRACE(fmt::format("cache {} Sq={} mask {} {} causal {}", to_string(cache_dt), sq, to_string(mask.dtype()),
+                                   mask.shape().to_string(), causal));
+          const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
+          const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 512,
+                                                                           {.causal = causal}, lse.desc(), mask.desc()));
+          const Status st = run_plan(ctx_, stream_, *plan, {q, ids, mask}, {o, lse});
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          const auto [o_ref, lse_ref] = paged_reference(q, {&seqs[2], &seqs[0], &seqs[1]}, {.causal = causal}, &mask);
+          EXPECT_TRUE(close(o, o_ref, tol)) << "o, kernel " << plan->kernel();
+          EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse, kernel " << plan->kernel();
+        }
+    }
+  // A mask that covers fewer keys than a sequence holds is a run-time error; the plan checks its shape.
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = hkv, .head_dim = d}));
+  const std::vector<Seq> seqs = fill(*cache, DType::f32, {20}, 1790);
+  const Tensor ids = i32_tensor({seqs[0].id});
+  const Tensor q = random_tensor(DType::f32, {1, 1, hq, d}, 1791), o = nan_tensor(DType::f32, {1, 1, hq, d});
+  const Tensor short_mask = zeros(DType::f32, {1, 1, 1, 19});
+  const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 64, {}, {}, short_mask.desc()));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx_, stream_, *plan, {q, ids, short_mask}, {o}), "mask: covers 19 keys"));
+  EXPECT_TRUE(fails_naming(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 64, {}, {}, zeros(DType::f32, {2, 1, 1, 20}).desc()), "mask"));
+  EXPECT_TRUE(fails_naming(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 64, {}, {}, zeros(DType::i32, {1, 20}).desc()), "mask"));
+  const Tensor packed = random_tensor(DType::f32, {1, hq, d}, 1792);
+  EXPECT_TRUE(fails_naming(ops::PagedAttention::plan(ctx_, cache, packed.desc(), ids.desc(), packed.desc(), 64, {}, {}, short_mask.desc()), "mask"));
 }
 
 TEST_P(PagedAttentionTest, OneShotGrowingSequence) {

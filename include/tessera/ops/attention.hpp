@@ -85,9 +85,15 @@ Status attention(Stream& stream, const Tensor& q, const Tensor& k, const Tensor&
 struct PagedAttention {
   // Plans for sequences of up to `max_kv_len` tokens (this sizes the split-KV
   // workspace); run() reports a longer one. The plan keeps the cache alive.
+  // mask: additive, f32 or bf16, broadcasting to [B, Hq, Sq, keys] with
+  // column j for key j of the row's sequence (keys: at least the longest
+  // sequence's length, which run() checks, or 1 for any): tree attention of
+  // speculative drafts, ALiBi's biases. With fixed lengths only; an input
+  // after seq_ids.
   static Result<PlanPtr> plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
                               const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
-                              const AttentionAttrs& attrs = {}, const std::optional<TensorDesc>& lse = {});
+                              const AttentionAttrs& attrs = {}, const std::optional<TensorDesc>& lse = {},
+                              const std::optional<TensorDesc>& mask = {});
 };
 
 // One-shot: plans per power-of-two bucket of the longest sequence, so a
