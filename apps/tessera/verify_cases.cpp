@@ -300,7 +300,7 @@ void add_softmax(std::vector<Case>& out) {
 }
 
 void add_reduce(std::vector<Case>& out) {
-  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max})
+  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::argmax, ops::ReduceOp::argmin})
     for (int axis : {-1, 0})  // along each row, and down the columns
       for (DType dt : kFloatTypes)
         for (const Sized& s : kRowShapes)
@@ -308,7 +308,8 @@ void add_reduce(std::vector<Case>& out) {
                          s.shape.to_string(), s.size, [=]() -> Result<Problem> {
                            TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 19, -2.0f, 2.0f));
                            const int reduced = axis < 0 ? 1 : 0;
-                           const TensorDesc y = desc(dt, {s.shape[1 - reduced]});
+                           const bool indices = op == ops::ReduceOp::argmax || op == ops::ReduceOp::argmin;
+                           const TensorDesc y = desc(indices ? DType::i64 : dt, {s.shape[1 - reduced]});
                            const ops::ReduceAttrs attrs{.op = op, .axis = axis};
                            return Problem{[=, xd = x.desc()](Context& ctx) { return ops::Reduce::plan(ctx, xd, y, attrs); },
                                           {x},

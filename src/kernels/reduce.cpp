@@ -8,6 +8,10 @@ namespace {
 bool floats(const ReduceProblem& p) { return is_floating(p.x) && is_floating(p.y) && p.length > 0; }
 bool rows_layout(const ReduceProblem& p) { return floats(p) && p.x_step == 1; }
 bool columns_layout(const ReduceProblem& p) { return floats(p) && p.x_stride == 1 && p.y_stride == 1; }
+// argmax / argmin (an integer y) over contiguous rows.
+bool arg_rows_layout(const ReduceProblem& p) {
+  return is_floating(p.x) && (p.y == DType::i32 || p.y == DType::i64) && p.x_step == 1 && p.length > 0;
+}
 
 // Each output is a row of `length` elements.
 ElementwiseTiling rows_tiling(const ReduceProblem& p, const hw::Info& hw) {
@@ -29,6 +33,7 @@ std::span<const KernelRow<ReduceFamily>> rows(ReduceFamily) {
       {"reduce_columns_avx512", hw::Isa::avx512, columns_layout, columns_tiling, avx512::reduce_columns},
       {"reduce_rows_avx2", hw::Isa::avx2, rows_layout, rows_tiling, avx2::reduce_rows},
       {"reduce_columns_avx2", hw::Isa::avx2, columns_layout, columns_tiling, avx2::reduce_columns},
+      {"reduce_arg_rows_avx2", hw::Isa::avx2, arg_rows_layout, rows_tiling, avx2::reduce_arg_rows},
       {"reduce_ref", hw::Isa::scalar, supports_all, any_tiling, ref::reduce},
   };
   return kRows;

@@ -7,7 +7,9 @@
 // vectors of them accumulate down the reduced axis with no horizontal work.
 // Sums add up in f64 (the AVX-512 rows kernel first add blocks of 32 terms per
 // lane in f32, far below where f32 rounding shows); max keeps a NaN; length 0
-// gives sums of 0 (the op layer rejects mean and max of nothing).
+// gives sums of 0 (the op layer rejects mean and max of nothing). argmax /
+// argmin write the index of the first extreme (a NaN the first extreme
+// found) to an integer y (i32 or i64).
 #include <cstdint>
 #include <span>
 
@@ -15,7 +17,7 @@
 
 namespace tessera::kernels {
 
-enum class ReduceKind { sum, mean, max };
+enum class ReduceKind { sum, mean, max, argmax, argmin };
 
 struct ReduceProblem {
   DType x, y;
@@ -46,6 +48,7 @@ namespace ref { void reduce(const ReduceArgs& a); }
 namespace avx2 {
 void reduce_rows(const ReduceArgs& a);
 void reduce_columns(const ReduceArgs& a);
+void reduce_arg_rows(const ReduceArgs& a);
 }  // namespace avx2
 namespace avx512 {
 void reduce_rows(const ReduceArgs& a);

@@ -12,6 +12,8 @@ std::string_view to_string(ReduceOp op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::mean: return "mean";
     case ReduceOp::max: return "max";
+    case ReduceOp::argmax: return "argmax";
+    case ReduceOp::argmin: return "argmin";
   }
   return "reduce";
 }
@@ -22,6 +24,8 @@ kernels::ReduceKind kind_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::mean: return kernels::ReduceKind::mean;
     case ReduceOp::max: return kernels::ReduceKind::max;
+    case ReduceOp::argmax: return kernels::ReduceKind::argmax;
+    case ReduceOp::argmin: return kernels::ReduceKind::argmin;
     default: return kernels::ReduceKind::sum;
   }
 }
@@ -67,7 +71,12 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   TESSERA_RETURN_IF_ERROR(x.validate("x"));
   TESSERA_RETURN_IF_ERROR(y.validate("y"));
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
-  TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
+  if (attrs.op == ReduceOp::argmax || attrs.op == ReduceOp::argmin) {
+    if (y.dtype != DType::i64 && y.dtype != DType::i32)
+      return Status::invalid_argument(fmt::format("y: dtype {} must be i64 or i32 for {} (indices)", to_string(y.dtype), to_string(attrs.op)));
+  } else {
+    TESSERA_RETURN_IF_ERROR(check_float(y, "y"));
+  }
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
   const int rank = x.rank();
   if (attrs.axis < -rank || attrs.axis >= rank)

@@ -150,6 +150,54 @@ TEST_P(ReduceTest, EmptyDims) {
   }
 }
 
+// argmax / argmin: the first extreme's index, a NaN winning both; rows (the
+// SIMD row at AVX2 and up) and columns (the reference row), i64 and i32.
+TEST_P(ReduceTest, ArgMaxAndArgMin) {
+  const auto expected = [](const Tensor& x, std::int64_t j, int axis, bool max) {
+    const std::int64_t len = x.dim(axis);
+    std::int64_t best = 0;
+    for (std::int64_t r = 0; r < len; ++r) {
+      const float v = detail::load(x.data(), x.dtype(), axis == 1 ? j * x.strides()[0] + r : r * x.strides()[0] + j);
+      const float b = detail::load(x.data(), x.dtype(), axis == 1 ? j * x.strides()[0] + best : best * x.strides()[0] + j);
+      if (std::isnan(v)) return r;
+      if (max ? v > b : v < b) best = r;
+    }
+    return best;
+  };
+  for (DType dt : kFloatTypes) {
+    const std::int64_t cols = 37;
+    Tensor x = random_tensor(dt, {6, cols}, 9, -2.0f, 2.0f);
+    detail::store(x.data(), dt, 0 * cols + 4, kNaN);
+    detail::store(x.data(), dt, 0 * cols + 30, kNaN);
+    for (std::int64_t c : {10, 25}) detail::store(x.data(), dt, 1 * cols + c, 5.0f);   // ties: the first
+    for (std::int64_t c : {7, 36}) detail::store(x.data(), dt, 1 * cols + c, -5.0f);
+    for (std::int64_t c = 0; c < cols; ++c) detail::store(x.data(), dt, 2 * cols + c, -kInf);
+    detail::store(x.data(), dt, 3 * cols + 36, kInf);  // the tail lane
+    detail::store(x.data(), dt, 4 * cols + 35, kNaN);
+    for (ReduceOp op : {ReduceOp::argmax, ReduceOp::argmin})
+      for (int axis : {1, 0})
+        for (DType yt : {DType::i64, DType::i32})
+          for (bool keep : {false, true}) {
+            SCOPED_TRACE(fmt::format("{} {} axis {} y {} keep {}", to_string(dt), ops::to_string(op), axis, to_string(yt), keep));
+            const Shape ys = reduced(x.shape(), axis, keep);
+            Tensor y = zeros(yt, ys);
+            const Status st = ops::reduce(stream_, x, y, {.op = op, .axis = axis, .keep_dims = keep});
+            ASSERT_TRUE(st.ok()) << st.to_string();
+            for (std::int64_t j = 0; j < y.numel(); ++j)
+              ASSERT_EQ(detail::load_index(y.data(), yt, j), expected(x, j, axis, op == ReduceOp::argmax)) << j;
+          }
+  }
+  // Logits of a vocabulary: the largest planted near the end; the kernel row of this level.
+  Tensor logits = random_tensor(DType::f32, {2, 32003}, 10);
+  logits.data_as<float>()[31999] = 3.0f, logits.data_as<float>()[32003 + 17] = 3.0f;
+  Tensor ids = zeros(DType::i64, {2});
+  const auto plan = value_or_die(ops::Reduce::plan(ctx_, logits.desc(), ids.desc(), {.op = ReduceOp::argmax, .axis = -1}));
+  EXPECT_EQ(plan->kernel(), GetParam() == hw::Isa::scalar ? "reduce_ref" : "reduce_arg_rows_avx2");
+  ASSERT_TRUE(plan->run(stream_, {logits}, {ids}).ok());
+  EXPECT_EQ(ids.data_as<std::int64_t>()[0], 31999);
+  EXPECT_EQ(ids.data_as<std::int64_t>()[1], 17);
+}
+
 TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
   const TensorDesc x = TensorDesc::contiguous(DType::f32, {64, 4096});
   const std::string isa = GetParam() == hw::Isa::scalar ? "" : GetParam() == hw::Isa::avx2 ? "avx2" : "avx512";
@@ -183,6 +231,11 @@ TEST(ReduceErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::mean, .axis = 1}), "x"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::max, .axis = -1}), "x"));
   EXPECT_TRUE(ops::Reduce::plan(ctx, empty_axis, y, sum_last).ok());
+  // argmax / argmin write indices (i64 or i32); the other ops floats.
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::argmax, .axis = 1}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i8, {4}), {.op = ReduceOp::argmin, .axis = 1}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i64, {4}), sum_last), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, TensorDesc::contiguous(DType::i64, {4}), {.op = ReduceOp::argmax, .axis = 1}), "x"));
 }
 
 TEST(ReduceErrors, RunChecksTensorsAndOverlap) {

@@ -4,6 +4,9 @@
 // with it as 1 when keep_dims. Float storage in and out; sums add up in f64
 // (in short f32 blocks first: within f32 tolerance of the exact sum), max compares in f32 and propagates NaN (a NaN along the axis gives NaN).
 // An empty axis: sum gives 0; mean and max have no value and are an error.
+// argmax / argmin (ONNX ArgMax / ArgMin, greedy sampling over logits): y
+// (i64 or i32) holds the index along the axis of the first largest /
+// smallest value, a NaN counting as both (numpy's and PyTorch's rule).
 #include <string_view>
 
 #include "tessera/ops/plan.hpp"
@@ -11,7 +14,7 @@
 
 namespace tessera::ops {
 
-enum class ReduceOp { sum, mean, max };
+enum class ReduceOp { sum, mean, max, argmax, argmin };
 std::string_view to_string(ReduceOp op);
 
 struct ReduceAttrs {

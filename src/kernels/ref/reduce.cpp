@@ -8,7 +8,25 @@ namespace tessera::kernels::ref {
 
 using namespace tessera::detail;  // load / store
 
+namespace {
+// The index of the first largest (argmax) or smallest value, or of the first NaN.
+std::int64_t arg_extreme(const ReduceArgs& a, std::int64_t j) {
+  std::int64_t best = 0;
+  float best_v = 0.0f;
+  for (std::int64_t r = 0; r < a.length; ++r) {
+    const float v = load(a.x, a.x_dtype, j * a.x_stride + r * a.x_step);
+    if (std::isnan(v)) return r;
+    if (r == 0 || (a.kind == ReduceKind::argmax ? v > best_v : v < best_v)) best = r, best_v = v;
+  }
+  return best;
+}
+}  // namespace
+
 void reduce(const ReduceArgs& a) {
+  if (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin) {
+    for (std::int64_t j = 0; j < a.n; ++j) store_int(a.y, a.y_dtype, j * a.y_stride, arg_extreme(a, j));
+    return;
+  }
   for (std::int64_t j = 0; j < a.n; ++j) {
     double acc = a.kind == ReduceKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
     for (std::int64_t r = 0; r < a.length; ++r) {

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <limits>
 
 #include "kernels/reduce.hpp"
@@ -7,11 +8,13 @@ namespace tessera::kernels::avx2 {
 
 // The AVX-512 rows and columns, 8 lanes wide.
 
-// max that keeps a NaN from either side: max_ps alone returns its second
-// operand when either is NaN, which keeps acc's NaN but would drop v's.
-static inline __m256 max_keep_nan(__m256 acc, __m256 v) {
-  return _mm256_blendv_ps(_mm256_max_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+// max (min) that keeps a NaN from either side: max_ps alone returns its
+// second operand when either is NaN, which keeps acc's NaN but would drop v's.
+template <bool Max = true>
+static inline __m256 extreme_keep_nan(__m256 acc, __m256 v) {
+  return _mm256_blendv_ps(Max ? _mm256_max_ps(v, acc) : _mm256_min_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
+static inline __m256 max_keep_nan(__m256 acc, __m256 v) { return extreme_keep_nan<true>(acc, v); }
 
 // The sum of a row in f64, as the AVX-512 row: vectors add up in f32 over
 // blocks of 256 columns (32 terms per lane) and each block's sums move to
@@ -37,24 +40,26 @@ static double row_sum(const char* x, T t, std::int64_t len) {
   return hsum_pd(_mm256_add_pd(s0, s1));
 }
 
-template <class T>
+// The row's largest (Max) or smallest value, NaN if it holds one.
+template <bool Max = true, class T>
 static float row_max(const char* x, T t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
-  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 m0 = neg_inf, m1 = neg_inf;
+  const __m256 start = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
+  __m256 m0 = start, m1 = start;
   std::int64_t c = 0;
   for (; c + 16 <= len; c += 16) {
     const Pair v = load16_unordered(x + c * xs, t);
-    m0 = max_keep_nan(m0, v.lo);
-    m1 = max_keep_nan(m1, v.hi);
+    m0 = extreme_keep_nan<Max>(m0, v.lo);
+    m1 = extreme_keep_nan<Max>(m1, v.hi);
   }
   for (; c < len; c += 8) {
     const std::int64_t n = len - c;
     const __m256 v = load8_n(x + c * xs, t, n);
-    m0 = max_keep_nan(m0, n >= 8 ? v : _mm256_blendv_ps(neg_inf, v, lanes_below(n)));
+    m0 = extreme_keep_nan<Max>(m0, n >= 8 ? v : _mm256_blendv_ps(start, v, lanes_below(n)));
   }
-  const __m256 v = max_keep_nan(m0, m1);
-  return _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) ? std::numeric_limits<float>::quiet_NaN() : hmax(v);
+  const __m256 v = extreme_keep_nan<Max>(m0, m1);
+  if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) return std::numeric_limits<float>::quiet_NaN();
+  return Max ? hmax(v) : -hmax(_mm256_xor_ps(v, _mm256_set1_ps(-0.0f)));
 }
 
 void reduce_rows(const ReduceArgs& a) {
@@ -65,6 +70,36 @@ void reduce_rows(const ReduceArgs& a) {
       const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
       const float v = a.kind == ReduceKind::max ? row_max(x, t, a.length) : float(row_sum(x, t, a.length) * scale);
       store8_n(static_cast<char*>(a.y) + j * a.y_stride * ys, a.y_dtype, _mm256_set1_ps(v), 1);
+    }
+  });
+}
+
+// argmax / argmin of rows: the extreme by row_max, then the first index
+// holding it (or the first NaN), a second pass over a row still in cache.
+template <bool Max, class T>
+static std::int64_t row_arg(const char* x, T t, std::int64_t len) {
+  const std::int64_t xs = bytes_of(t);
+  const float best = row_max<Max>(x, t, len);
+  const __m256 target = _mm256_set1_ps(best);
+  const bool nan = std::isnan(best);
+  for (std::int64_t c = 0; c < len; c += 8) {
+    const std::int64_t n = len - c;
+    const __m256 v = load8_n(x + c * xs, t, n);
+    int hits = _mm256_movemask_ps(nan ? _mm256_cmp_ps(v, v, _CMP_UNORD_Q) : _mm256_cmp_ps(v, target, _CMP_EQ_OQ));
+    if (n < 8) hits &= (1 << n) - 1;
+    if (hits) return c + __builtin_ctz(unsigned(hits));
+  }
+  return 0;  // not reached: the extreme is in the row
+}
+
+void reduce_arg_rows(const ReduceArgs& a) {
+  const std::int64_t xs = bytes_of(a.x_dtype);
+  dispatch_float(a.x_dtype, [&](auto t) {
+    for (std::int64_t j = 0; j < a.n; ++j) {
+      const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
+      const std::int64_t i = a.kind == ReduceKind::argmax ? row_arg<true>(x, t, a.length) : row_arg<false>(x, t, a.length);
+      if (a.y_dtype == DType::i64) static_cast<std::int64_t*>(a.y)[j * a.y_stride] = i;
+      else static_cast<std::int32_t*>(a.y)[j * a.y_stride] = std::int32_t(i);
     }
   });
 }
