@@ -480,20 +480,19 @@ class PagedAttentionPlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
     static constexpr std::string_view kFixed[] = {"q", "seq_ids", "mask"}, kVarlen[] = {"q", "seq_ids", "cu_seqlens_q"};
-    const bool varlen = varlen_;
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(varlen ? kVarlen : kFixed).first(inputs_.size()), out, outputs_));
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(varlen_ ? kVarlen : kFixed).first(inputs_.size()), out, outputs_));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
     const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     const KvCacheConfig& c = cache_->config();
     const int r = q.rank();
     const std::int64_t batch = inputs_[1].shape[0], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[r - 2] / hkv;
     const auto* ids = in[1].data_as<const std::int32_t>();
-    const std::int32_t* cu = varlen ? in[2].data_as<const std::int32_t>() : nullptr;
-    if (varlen) TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu, "cu_seqlens_q", batch, q.shape[0]));
+    const std::int32_t* cu = varlen_ ? in[2].data_as<const std::int32_t>() : nullptr;
+    if (varlen_) TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu, "cu_seqlens_q", batch, q.shape[0]));
     std::vector<Unit> units;
     for (std::int64_t b = 0; b < batch; ++b) {
       const std::int64_t id_at = b * inputs_[1].strides[0];
-      const std::int64_t sq = varlen ? cu[b + 1] - cu[b] : q.shape[1];
+      const std::int64_t sq = varlen_ ? cu[b + 1] - cu[b] : q.shape[1];
       const Result<std::int64_t> length = cache_->length(ids[id_at]);
       if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
       if (*length > max_kv_len_)
@@ -508,9 +507,9 @@ class PagedAttentionPlan final : public Plan {
                                                     ids[id_at], b, *length));
       if (sq == 0) continue;
       // Offsets of the sequence's first query: row b, or row cu[b] of the packed queries.
-      const std::int64_t first = varlen ? cu[b] : b;
-      const std::int64_t lse_off = !lse ? 0 : varlen ? first * lse->strides[1] : b * lse->strides[0];
-      const RowChoice* kernel = &kernels_[varlen ? std::size_t(std::min(sq, kDecodePositions + 1) - 1) : 0];
+      const std::int64_t first = varlen_ ? cu[b] : b;
+      const std::int64_t lse_off = !lse ? 0 : varlen_ ? first * lse->strides[1] : b * lse->strides[0];
+      const RowChoice* kernel = &kernels_[varlen_ ? std::size_t(std::min(sq, kDecodePositions + 1) - 1) : 0];
       const std::int32_t* table = cache_->block_table(ids[id_at])->data();
       for (std::int64_t h = 0; h < hkv; ++h) {
         Unit u = query_unit(attrs_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, *length);

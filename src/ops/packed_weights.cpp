@@ -109,7 +109,6 @@ class QuantizedPacker {
   }
 
   std::int64_t groups() const { return groups_; }
-  std::int64_t group() const { return k_ / groups_; }
   // Stores group g's scale of column n in the scale dtype; returns it as stored.
   float scale(std::int64_t g, std::int64_t n, float s) {
     const std::int64_t param = kernels::group_param_index(groups_, g, n);
@@ -133,7 +132,6 @@ class QuantizedPacker {
  private:
   QuantizedPacker(std::int64_t k, std::int64_t n, const QuantSpec& spec)
       : w_(new PackedWeights()),
-        k_(k),
         groups_(k / (spec.group_size == 0 ? k : spec.group_size)),
         i4_(spec.dtype == DType::i4),
         at_(k, n, [k_pad = kernels::padded_k(spec.dtype, k), i4 = i4_](std::int64_t kk, std::int64_t nn) {
@@ -142,7 +140,7 @@ class QuantizedPacker {
     w_->k_ = k, w_->n_ = n, w_->dtype_ = spec.dtype, w_->quant_ = spec;
   }
   std::shared_ptr<PackedWeights> w_;
-  std::int64_t k_, groups_;
+  std::int64_t groups_;
   bool i4_;
   PackedIndex at_;
 };

@@ -1,7 +1,8 @@
 #pragma once
 // Reductions along one axis: y = sum, mean or max of x over `axis` (negative
-// counts from the end, as in Python). y's shape is x's without that dim, or
-// with it as 1 when keep_dims. Float storage in and out; sums add up in f64
+// counts from the end, as in Python), or the index of its largest / smallest
+// element. y's shape is x's without that dim, or with it as 1 when
+// keep_dims. Float storage in and out (indices: integers); sums add up in f64
 // (in short f32 blocks first: within f32 tolerance of the exact sum), max compares in f32 and propagates NaN (a NaN along the axis gives NaN).
 // An empty axis: sum gives 0; mean and max have no value and are an error.
 // argmax / argmin (ONNX ArgMax / ArgMin, greedy sampling over logits): y
