@@ -643,8 +643,8 @@ Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cac
   return run_paged_attention(stream, cache, in, o, attrs);
 }
 
-Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
-                       const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs) {
+Status paged_attention_varlen(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
+                              const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs) {
   const Tensor in[] = {q, seq_ids, cu_seqlens_q};
   return run_paged_attention(stream, cache, in, o, attrs);
 }

@@ -1117,15 +1117,18 @@ TEST_P(PagedAttentionTest, VariableLengthsMixPrefillAndDecode) {
   const std::vector<Seq> seqs = fill(*cache, DType::f32, {20, 9}, 1590);
   const Tensor ids = i32_tensor({seqs[0].id, seqs[1].id});
   const Tensor q = random_tensor(DType::f32, {5, hq, d}, 1591), o = nan_tensor(DType::f32, {5, hq, d});
-  ASSERT_TRUE(ops::paged_attention(stream_, cache, q, ids, i32_tensor({0, 3, 5}), o, {.causal = true}).ok());
+  ASSERT_TRUE(ops::paged_attention_varlen(stream_, cache, q, ids, i32_tensor({0, 3, 5}), o, {.causal = true}).ok());
   const Tensor q_1 = value_or_die(rows_of(q, 3, 5).reshape({1, 2, hq, d}));
   EXPECT_TRUE(close(rows_of(o, 3, 5), value_or_die(paged_reference(q_1, {&seqs[1]}, {.causal = true}).first.reshape({2, hq, d})),
                     tolerance_for(DType::f32, d)));
   for (const std::vector<std::int32_t>& bad : {std::vector<std::int32_t>{1, 3, 5}, {0, 4, 3}, {0, 3, 4}})
-    EXPECT_TRUE(fails_naming(ops::paged_attention(stream_, cache, q, ids, i32_tensor(bad), o), "cu_seqlens_q"));
+    EXPECT_TRUE(fails_naming(ops::paged_attention_varlen(stream_, cache, q, ids, i32_tensor(bad), o), "cu_seqlens_q"));
   // More new queries than a sequence holds (9 tokens, 10 queries).
   const Tensor q_long = random_tensor(DType::f32, {11, hq, d}, 1592), o_long = nan_tensor(DType::f32, {11, hq, d});
-  EXPECT_TRUE(fails_mentioning(ops::paged_attention(stream_, cache, q_long, ids, i32_tensor({0, 1, 11}), o_long), "seq_ids[1]"));
+  EXPECT_TRUE(fails_mentioning(ops::paged_attention_varlen(stream_, cache, q_long, ids, i32_tensor({0, 1, 11}), o_long), "seq_ids[1]"));
+  // The fixed-length one-shot still takes `{}` for its attributes (an overload taking cu_seqlens_q made that ambiguous).
+  const Tensor o_1 = nan_tensor(DType::f32, {1, 2, hq, d});
+  EXPECT_TRUE(ops::paged_attention(stream_, cache, q_1, i32_tensor({seqs[1].id}), o_1, {}).ok());
 }
 
 TEST_P(PagedAttentionTest, AdditiveMasks) {

@@ -100,8 +100,10 @@ struct PagedAttention {
 // sequence growing token by token re-plans only when it doubles.
 Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
                        const Tensor& seq_ids, const Tensor& o, const AttentionAttrs& attrs = {});
-// Variable lengths: q and o [total_q, Hq, D], cu_seqlens_q i32 [B + 1].
-Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
-                       const Tensor& seq_ids, const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs = {});
+// Variable lengths: q and o [total_q, Hq, D], cu_seqlens_q i32 [B + 1]. (Its
+// own name: an overload of paged_attention would make a call ending in
+// `o, {}` ambiguous.)
+Status paged_attention_varlen(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
+                              const Tensor& seq_ids, const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs = {});
 
 }  // namespace tessera::ops
