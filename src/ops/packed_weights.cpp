@@ -228,8 +228,9 @@ Result<WeightsPtr> pack_quantized_weights(DType dtype, const Tensor& q, const Te
                                                   zero_points.shape().to_string(), scales.shape().to_string()));
   }
   const bool i4 = dtype == DType::i4;
-  // The kernels' ranges: symmetric int8 stops at -127 (W8A8's exact 16-bit
-  // pair sums without VNNI rely on |q| <= 127), int4 at -8.
+  // The ranges quantize_weights produces, which the integer rows are written
+  // and tested for: symmetric int8 -127..127 (the AVX2 W8A8 row's exactness
+  // argument, matmul_int8.cpp, takes |q| <= 127), int4 -8..7.
   const int lo = zp ? 0 : i4 ? -8 : -127, hi = zp ? (i4 ? 15 : 255) : (i4 ? 7 : 127);
   // Row i of q or of the zero points as ints, checked against the range.
   std::vector<int> row(static_cast<std::size_t>(n));
