@@ -1,6 +1,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/element.hpp"
 #include "kernels/reduce.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 
@@ -10,11 +11,10 @@ namespace tessera::kernels::avx2 {
 
 // max (min) that keeps a NaN from either side: max_ps alone returns its
 // second operand when either is NaN, which keeps acc's NaN but would drop v's.
-template <bool Max = true>
+template <bool Max>
 static inline __m256 extreme_keep_nan(__m256 acc, __m256 v) {
   return _mm256_blendv_ps(Max ? _mm256_max_ps(v, acc) : _mm256_min_ps(v, acc), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
-static inline __m256 max_keep_nan(__m256 acc, __m256 v) { return extreme_keep_nan<true>(acc, v); }
 
 // The sum of a row in f64, as the AVX-512 row: vectors add up in f32 over
 // blocks of 256 columns (32 terms per lane) and each block's sums move to
@@ -41,8 +41,8 @@ static double row_sum(const char* x, T t, std::int64_t len) {
 }
 
 // The row's largest (Max) or smallest value, NaN if it holds one.
-template <bool Max = true, class T>
-static float row_max(const char* x, T t, std::int64_t len) {
+template <bool Max, class T>
+static float row_extreme(const char* x, T t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
   const __m256 start = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
   __m256 m0 = start, m1 = start;
@@ -68,18 +68,18 @@ void reduce_rows(const ReduceArgs& a) {
   dispatch_float(a.x_dtype, [&](auto t) {
     for (std::int64_t j = 0; j < a.n; ++j) {
       const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
-      const float v = a.kind == ReduceKind::max ? row_max(x, t, a.length) : float(row_sum(x, t, a.length) * scale);
+      const float v = a.kind == ReduceKind::max ? row_extreme<true>(x, t, a.length) : float(row_sum(x, t, a.length) * scale);
       store8_n(static_cast<char*>(a.y) + j * a.y_stride * ys, a.y_dtype, _mm256_set1_ps(v), 1);
     }
   });
 }
 
-// argmax / argmin of rows: the extreme by row_max, then the first index
+// argmax / argmin of rows: the extreme by row_extreme, then the first index
 // holding it (or the first NaN), a second pass over a row still in cache.
 template <bool Max, class T>
 static std::int64_t row_arg(const char* x, T t, std::int64_t len) {
   const std::int64_t xs = bytes_of(t);
-  const float best = row_max<Max>(x, t, len);
+  const float best = row_extreme<Max>(x, t, len);
   const __m256 target = _mm256_set1_ps(best);
   const bool nan = std::isnan(best);
   for (std::int64_t c = 0; c < len; c += 8) {
@@ -98,8 +98,7 @@ void reduce_arg_rows(const ReduceArgs& a) {
     for (std::int64_t j = 0; j < a.n; ++j) {
       const char* x = static_cast<const char*>(a.x) + j * a.x_stride * xs;
       const std::int64_t i = a.kind == ReduceKind::argmax ? row_arg<true>(x, t, a.length) : row_arg<false>(x, t, a.length);
-      if (a.y_dtype == DType::i64) static_cast<std::int64_t*>(a.y)[j * a.y_stride] = i;
-      else static_cast<std::int32_t*>(a.y)[j * a.y_stride] = std::int32_t(i);
+      tessera::detail::store_int(a.y, a.y_dtype, j * a.y_stride, i);
     }
   });
 }
@@ -141,7 +140,7 @@ static void columns_max(const ReduceArgs& a, T t, std::int64_t j0, std::int64_t 
   for (std::int64_t r = 0; r < a.length; ++r) {
     const char* x = static_cast<const char*>(a.x) + (r * a.x_step + j0) * xs;
     for (std::int64_t c = 0; c < w; c += 8)  // a tail's lanes past w take zeros and are never stored
-      _mm256_store_ps(acc + c, max_keep_nan(_mm256_load_ps(acc + c), load8_n(x + c * xs, t, w - c)));
+      _mm256_store_ps(acc + c, extreme_keep_nan<true>(_mm256_load_ps(acc + c), load8_n(x + c * xs, t, w - c)));
   }
   for (std::int64_t c = 0; c < w; c += 8)
     store8_n(static_cast<char*>(a.y) + (j0 + c) * ys, a.y_dtype, _mm256_load_ps(acc + c), w - c);
