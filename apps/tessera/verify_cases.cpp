@@ -44,7 +44,8 @@ Result<Tensor> random_tensor(DType dtype, const Shape& shape, std::uint64_t seed
       case DType::f32: t.data_as<float>()[i] = values[i]; break;
       case DType::bf16: t.data_as<bf16_t>()[i] = f32_to_bf16(values[i]); break;
       case DType::f16: t.data_as<f16_t>()[i] = f32_to_f16(values[i]); break;
-      default: return Status::invalid_argument(fmt::format("dtype: {} is not a float type", to_string(dtype)));
+      case DType::i8: t.data_as<std::int8_t>()[i] = std::int8_t(std::lrint(std::clamp(values[i], -128.0f, 127.0f))); break;
+      default: return Status::invalid_argument(fmt::format("dtype: {} is neither a float type nor i8", to_string(dtype)));
     }
   }
   return t;
@@ -763,6 +764,19 @@ void add_linear(std::vector<Case>& out) {
   for (const Gemm& g : kShapes)
     add_linear_case(out, "linear_w8a8", {.a = DType::f32, .w = DType::i8, .group_size = 0, .w8a8 = true},
                     g, false);
+  // Activations the caller quantized: int8 over the whole range, a scale per token.
+  for (const Weights& wt : {Weights{.a = DType::i8, .w = DType::i8, .group_size = 0}, Weights{.a = DType::i8, .w = DType::i4, .zero_points = true}})
+    for (const Gemm& g : kShapes)
+      out.push_back({"quantized_linear", wt.name(g.k), g.name(), g.size, [=]() -> Result<Problem> {
+                       TESSERA_ASSIGN_OR_RETURN(Tensor a, random_tensor(DType::i8, {g.m, g.k}, 44, -128.0f, 127.0f));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor scales, random_tensor(DType::f32, {g.m, 1}, 45, 0.001f, 0.01f));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor b, random_tensor(DType::f32, {g.k, g.n}, 46));
+                       TESSERA_ASSIGN_OR_RETURN(ops::WeightsPtr w, wt.make(b));
+                       const TensorDesc c = desc(DType::f32, {g.m, g.n});
+                       return Problem{[=, ad = a.desc(), sd = scales.desc()](Context& ctx) { return ops::QuantizedLinear::plan(ctx, ad, sd, w, c); },
+                                      {a, scales},
+                                      {{"c", c, tolerance_for(DType::f32, g.k)}}};
+                     }});
   for (const Weights& wt : {Weights{.a = DType::f32, .w = DType::f32}, Weights{.a = DType::f32, .w = DType::bf16},
                             Weights{.a = DType::f32, .w = DType::i8, .group_size = 64},
                             Weights{.a = DType::f32, .w = DType::i4, .group_size = 64}})

@@ -240,10 +240,7 @@ std::int64_t attention_flops(std::int64_t heads, std::int64_t queries, std::int6
 Result<Strides> check_mask(const TensorDesc& m, const Shape& full) {
   TESSERA_RETURN_IF_ERROR(m.validate("mask"));
   TESSERA_RETURN_IF_ERROR(check_float(m, "mask"));
-  bool ok = m.rank() <= 4;
-  for (int i = 0; ok && i < m.rank(); ++i) ok = m.shape[i] == 1 || m.shape[i] == full[i + 4 - m.rank()];
-  if (!ok) return Status::invalid_argument(fmt::format("mask: shape {} does not broadcast to [B, Hq, Sq, Skv] = {}", m.shape.to_string(), full.to_string()));
-  return broadcast_strides(m, full);
+  return check_broadcasts_to(m, "mask", full, "[B, Hq, Sq, keys] =");
 }
 
 // Variable lengths: cu (batch + 1 starts) runs from 0 to `total` without decreasing.

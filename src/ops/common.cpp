@@ -67,6 +67,14 @@ Strides broadcast_strides(const TensorDesc& d, const Shape& shape) {
   return s;
 }
 
+Result<Strides> check_broadcasts_to(const TensorDesc& d, std::string_view name, const Shape& shape, std::string_view shape_what) {
+  bool ok = d.rank() <= shape.rank();
+  for (int i = 0; ok && i < d.rank(); ++i) ok = d.shape[i] == 1 || d.shape[i] == shape[i + shape.rank() - d.rank()];
+  if (!ok)
+    return Status::invalid_argument(fmt::format("{}: shape {} does not broadcast to {} {}", name, d.shape.to_string(), shape_what, shape.to_string()));
+  return broadcast_strides(d, shape);
+}
+
 Status check_tensors(std::string_view op, std::span<const Tensor> given, std::span<const TensorDesc> expected,
                      std::span<const std::string_view> names) {
   if (given.size() != expected.size())

@@ -29,6 +29,9 @@ Status check_writable(const TensorDesc& d, std::string_view name);
 
 // Strides of `d` broadcast (numpy rules) to `shape`: 0 where d is broadcast.
 Strides broadcast_strides(const TensorDesc& d, const Shape& shape);
+// The same, after checking that `d` (named `name`) broadcasts to `shape`
+// (`shape_what` names it in the error).
+Result<Strides> check_broadcasts_to(const TensorDesc& d, std::string_view name, const Shape& shape, std::string_view shape_what);
 
 // The run()-time checks: counts, descs equal to the plan's, data present.
 Status check_tensors(std::string_view op, std::span<const Tensor> given, std::span<const TensorDesc> expected,

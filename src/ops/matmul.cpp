@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/element.hpp"
 #include "kernels/matmul.hpp"
 #include "ops/common.hpp"
 #include "ops/epilogue.hpp"
@@ -22,7 +23,8 @@ namespace {
 using Row = kernels::KernelRow<kernels::MatmulFamily>;
 
 // Where the matrices of a batch are: batch dims walked for operands
-// (a, b, c, residual), and the strides inside one matrix.
+// (a, b, c, residual), and the strides inside one matrix. Linear has no b:
+// its slot walks QuantizedLinear's a_scales (b_rs: from row to row).
 struct Geometry {
   StridedDims<4> batch;
   std::int64_t m = 0, n = 0, k = 0;
@@ -111,6 +113,10 @@ class GemmPlan final : public Plan {
     // W8A8: the pre-pass that quantizes A's rows into the workspace (the
     // best one under the context's ISA ceiling); null otherwise.
     decltype(&kernels::ref::w8a8_quantize_rows) quantize_a = nullptr;
+    // QuantizedLinear: A comes as int8 with its scales (inputs[1]), copied
+    // into the workspace in the layout quantize_a writes.
+    bool a_prequantized = false;
+    bool int8_a() const { return quantize_a || a_prequantized; }
     // A converted once into the workspace, where each of several tasks
     // along N would pack (and round) its own rows per K slice: the pre-pass
     // (kernels::round_a_rows, copy_a_rows; null: none), the dtype it
@@ -155,7 +161,7 @@ class GemmPlan final : public Plan {
   // row; or the AMX row's bf16 blocks.
   std::int64_t workspace_bytes() const override {
     const std::int64_t matrices = s_.g.batch.numel();
-    if (s_.quantize_a) return q_values_bytes() + matrices * pre_rows() * 4;
+    if (s_.int8_a()) return q_values_bytes() + matrices * pre_rows() * 4;
     return s_.a_pass ? matrices * a_pass_matrix_elems() * std::int64_t(bytes_of(s_.a_pass_dtype)) : 0;
   }
 
@@ -222,7 +228,7 @@ class GemmPlan final : public Plan {
   void execute(ThreadPool& pool, const Geometry& g, std::span<const Tensor> in, const Tensor& c, void* workspace) const {
     const TensorDesc& a = s_.inputs[0];
     const bool has_b = !s_.weights;
-    std::size_t next = has_b ? 2 : 1;
+    std::size_t next = has_b || s_.a_prequantized ? 2 : 1;
     const Tensor* bias = s_.epilogue.bias ? &in[next++] : nullptr;
     const Tensor* res = s_.epilogue.residual ? &in[next] : nullptr;
     kernels::MatmulArgs args{};
@@ -239,7 +245,7 @@ class GemmPlan final : public Plan {
     // The pre-passes, into the workspace (a caller may pass it unasked). Rows
     // past M, up to the 16-row tiles the kernels read, are zero.
     const std::int64_t tile_rows = kernels::round_up(g.m, 16), ldq = q_stride();
-    auto* q = s_.quantize_a ? static_cast<std::int8_t*>(workspace) : nullptr;
+    auto* q = s_.int8_a() ? static_cast<std::int8_t*>(workspace) : nullptr;
     auto* q_scales = q ? reinterpret_cast<float*>(q + q_values_bytes()) : nullptr;
     if (q) {
       for (std::int64_t matrix = 0; matrix < g.batch.numel(); ++matrix)
@@ -247,7 +253,8 @@ class GemmPlan final : public Plan {
       pre_pass(pool, g, args, byte_ptr(in[0]), [&](const kernels::MatmulArgs& p, std::int64_t matrix, std::int64_t m0,
                                                    std::int64_t m1) {
         const std::int64_t row = matrix * pre_rows() + m0;
-        s_.quantize_a(p, m0, m1, q + row * ldq, ldq, q_scales + row);
+        if (s_.quantize_a) s_.quantize_a(p, m0, m1, q + row * ldq, ldq, q_scales + row);
+        else copy_quantized_rows(p, in[1], g.batch.offsets(matrix)[1] + m0 * g.b_rs, g.b_rs, m0, m1, q + row * ldq, ldq, q_scales + row);
       });
     }
     args.a_q_stride = ldq;
@@ -290,6 +297,22 @@ class GemmPlan final : public Plan {
       s_.row->run(p, t, m0, std::min(g.m, m0 + t.m_block), n0, std::min(g.n, n0 + t.n_block));
     };
     pool.run_tasks(g.batch.numel() * per_matrix, task_fn);
+  }
+
+  // QuantizedLinear's pre-pass: rows [m0, m1) of int8 A as quantize_a
+  // writes them (zero past K, -128 as -127: the kernels' range), and their
+  // scales, the first at `scale_offset` elements into `scales`, the next
+  // `scale_stride` on.
+  static void copy_quantized_rows(const kernels::MatmulArgs& p, const Tensor& scales, std::int64_t scale_offset,
+                                  std::int64_t scale_stride, std::int64_t m0, std::int64_t m1, std::int8_t* q,
+                                  std::int64_t ldq, float* q_scales) {
+    const auto* a = static_cast<const std::int8_t*>(p.a);
+    for (std::int64_t m = m0; m < m1; ++m) {
+      std::int8_t* row = q + (m - m0) * ldq;
+      for (std::int64_t k = 0; k < p.k; ++k) row[k] = std::max<std::int8_t>(a[m * p.a_row_stride + k * p.a_col_stride], -127);
+      std::memset(row + p.k, 0, std::size_t(ldq - p.k));
+      q_scales[m - m0] = tessera::detail::load(scales.data(), scales.dtype(), scale_offset + (m - m0) * scale_stride);
+    }
   }
 
   Spec s_;
@@ -347,7 +370,7 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
                                        spec.weights ? spec.weights->dtype() : spec.inputs[1].dtype,
                                        spec.c.dtype,
                                        spec.weights != nullptr,
-                                       spec.quantize_a != nullptr,
+                                       spec.int8_a(),
                                        g.m,
                                        g.n,
                                        g.k,
@@ -360,7 +383,7 @@ Result<PlanPtr> finish(Context& ctx, GemmPlan::Spec spec) {
   spec.tiling = spec.row->tiling(problem, ctx.hw());
   apply_tuning(ctx, problem, spec);
   // Converting A once pays where a block of rows meets several tasks along N.
-  if (g.n <= spec.tiling.n_block || spec.quantize_a) return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
+  if (g.n <= spec.tiling.n_block || spec.int8_a()) return PlanPtr(std::make_shared<GemmPlan>(std::move(spec)));
   if (spec.row->run == kernels::amx::matmul_bf16) {
     if (!kernels::amx_reads_a_in_place(problem.a, g.a_rs, g.a_cs, g.m, g.k)) {
       spec.a_pass = kernels::amx::round_a_rows;
@@ -452,11 +475,6 @@ Result<PlanPtr> Matmul::plan(Context& ctx, const TensorDesc& a, const TensorDesc
   return finish(ctx, std::move(spec));
 }
 
-namespace {
-// The one-shot forms: the epilogue's descs, its tensors appended to the
-// inputs, and its part of the plan key.
-}  // namespace
-
 Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c, const EpilogueTensors& e) {
   std::vector<Tensor> in = {a, b};
   PlanKey key("matmul", stream.context().isa());
@@ -468,31 +486,47 @@ Status matmul(Stream& stream, const Tensor& a, const Tensor& b, const Tensor& c,
 
 // ----------------------------------------------------------------- Linear
 
-Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
-                             const Epilogue& epilogue, const LinearOptions& options) {
+namespace {
+
+// Linear and QuantizedLinear (a_scales: A's scales, a int8).
+Result<PlanPtr> plan_linear(Context& ctx, const TensorDesc& a, const TensorDesc* a_scales, WeightsPtr w,
+                            const TensorDesc& c, const Epilogue& epilogue, const LinearOptions& options) {
   if (!w) return Status::invalid_argument("w: no weights (null WeightsPtr)");
   TESSERA_RETURN_IF_ERROR(a.validate("a"));
   TESSERA_RETURN_IF_ERROR(c.validate("c"));
-  TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
+  if (!a_scales) TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
+  else if (a.dtype != DType::i8)
+    return Status::invalid_argument(fmt::format("a: dtype {}: quantized activations are i8", to_string(a.dtype)));
   TESSERA_RETURN_IF_ERROR(check_float(c, "c"));
   TESSERA_RETURN_IF_ERROR(check_rank(a, "a", 1));
   const std::int64_t k = a.shape[a.rank() - 1], n = w->n();
   if (k != w->k())
     return Status::invalid_argument(fmt::format("a: last dim {} (shape {}) must equal the weights' K = {}", k, a.shape.to_string(), w->k()));
-  if (options.quantize_activations && w->dtype() != DType::i4 &&
-      (w->dtype() != DType::i8 || w->quant().zero_points || w->group_size() != w->k()))
-    return Status::invalid_argument(
-        "options.quantize_activations: needs int4 weights (W4A8), or int8 weights quantized per output channel (group_size 0) "
-        "without zero points (W8A8)");
+  const bool int8_a = options.quantize_activations || a_scales;
+  if (int8_a && w->dtype() != DType::i4 && (w->dtype() != DType::i8 || w->quant().zero_points || w->group_size() != w->k()))
+    return Status::invalid_argument(fmt::format(
+        "{}: needs int4 weights (W4A8), or int8 weights quantized per output channel (group_size 0) without zero points (W8A8)",
+        a_scales ? "w" : "options.quantize_activations"));
   Shape expected = a.shape;
   expected[expected.rank() - 1] = n;
   TESSERA_RETURN_IF_ERROR(check_output(c, expected));
   TESSERA_RETURN_IF_ERROR(check_epilogue(epilogue, n, c, "c"));
   if (options.dynamic_rows && (a.rank() != 2 || (epilogue.residual && epilogue.residual->rank() != 2)))
     return Status::invalid_argument(fmt::format("options.dynamic_rows: a ({}) and the residual must be 2-D [M, K]", a.shape.to_string()));
+  const int r = a.rank();
+  Strides ss = Strides::filled(r, 0);  // a_scales over a's shape
+  if (a_scales) {
+    TESSERA_RETURN_IF_ERROR(a_scales->validate("a_scales"));
+    TESSERA_RETURN_IF_ERROR(check_float(*a_scales, "a_scales"));
+    Shape per_row = a.shape;
+    per_row[r - 1] = 1;
+    TESSERA_ASSIGN_OR_RETURN(ss, check_broadcasts_to(*a_scales, "a_scales", per_row, "a's shape with K as 1,"));
+  }
 
-  GemmPlan::Spec spec{.op = "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
+  GemmPlan::Spec spec{.op = a_scales ? "quantized_linear" : "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
   spec.dynamic_rows = options.dynamic_rows;
+  if (a_scales) spec.inputs.push_back(*a_scales), spec.names.push_back("a_scales");
+  spec.a_prequantized = a_scales != nullptr;
   if (options.quantize_activations)
     spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows
                       : ctx.isa() >= hw::Isa::avx2  ? kernels::avx2::w8a8_quantize_rows
@@ -500,20 +534,32 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
   add_epilogue_inputs(spec);
   // Leading dims of a, c and the residual collapse (usually to one): the
   // last collapsed dim is M, the rest is the batch.
-  const int r = a.rank();
   Shape lead;
-  Strides sa, sc, sr;
+  Strides sa, sq, sc, sr;
   const Strides rs = residual_strides(epilogue, c);
   for (int i = 0; i + 1 < r; ++i)
-    lead.push_back(a.shape[i]), sa.push_back(a.strides[i]), sc.push_back(c.strides[i]), sr.push_back(rs[i]);
-  const auto split = split_last(collapse<4>(lead, {sa, Strides::filled(r - 1, 0), sc, sr}));
+    lead.push_back(a.shape[i]), sa.push_back(a.strides[i]), sq.push_back(ss[i]), sc.push_back(c.strides[i]), sr.push_back(rs[i]);
+  const auto split = split_last(collapse<4>(lead, {sa, sq, sc, sr}));
   Geometry& g = spec.g;
   g.batch = split.outer;
   g.m = split.inner, g.n = n, g.k = k;
   g.a_rs = split.inner_strides[0], g.a_cs = a.strides[r - 1];
+  g.b_rs = split.inner_strides[1];
   g.c_rs = split.inner_strides[2], g.c_cs = c.strides[r - 1];
   g.r_rs = split.inner_strides[3], g.r_cs = rs[r - 1];
   return finish(ctx, std::move(spec));
+}
+
+}  // namespace
+
+Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, const TensorDesc& c,
+                             const Epilogue& epilogue, const LinearOptions& options) {
+  return plan_linear(ctx, a, nullptr, std::move(w), c, epilogue, options);
+}
+
+Result<PlanPtr> QuantizedLinear::plan(Context& ctx, const TensorDesc& a, const TensorDesc& a_scales, WeightsPtr w,
+                                      const TensorDesc& c, const Epilogue& epilogue) {
+  return plan_linear(ctx, a, &a_scales, std::move(w), c, epilogue, {});
 }
 
 Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c, const EpilogueTensors& e,
@@ -537,6 +583,16 @@ Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor
   const Epilogue ep = add_epilogue(e, in, key, planned_rows);
   const Tensor out[] = {c};
   return run_cached(stream, key, [&] { return Linear::plan(ctx, a_desc, w, c_desc, ep, opt); }, in, out);
+}
+
+Status quantized_linear(Stream& stream, const Tensor& a, const Tensor& a_scales, const WeightsPtr& w, const Tensor& c,
+                        const EpilogueTensors& e) {
+  std::vector<Tensor> in = {a, a_scales};
+  PlanKey key("quantized_linear", stream.context().isa());
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(a.desc()).add(a_scales.desc()).add(c.desc());
+  const Epilogue ep = add_epilogue(e, in, key);
+  const Tensor out[] = {c};
+  return run_cached(stream, key, [&] { return QuantizedLinear::plan(stream.context(), a.desc(), a_scales.desc(), w, c.desc(), ep); }, in, out);
 }
 
 }  // namespace tessera::ops

@@ -74,14 +74,7 @@ Result<PlanPtr> plan_softmax(Context& ctx, const TensorDesc& x, const std::optio
   if (mask) {
     TESSERA_RETURN_IF_ERROR(mask->validate("mask"));
     TESSERA_RETURN_IF_ERROR(check_float(*mask, "mask"));
-    if (mask->rank() > x.rank())
-      return Status::invalid_argument(fmt::format("mask: rank {} exceeds x's rank {}", mask->rank(), x.rank()));
-    for (int i = 0; i < mask->rank(); ++i) {
-      const std::int64_t md = mask->shape[i], xd = x.shape[i + x.rank() - mask->rank()];
-      if (md != 1 && md != xd)
-        return Status::invalid_argument(fmt::format("mask: shape {} does not broadcast to x's shape {}", mask->shape.to_string(), x.shape.to_string()));
-    }
-    mask_strides = broadcast_strides(*mask, x.shape);
+    TESSERA_ASSIGN_OR_RETURN(mask_strides, check_broadcasts_to(*mask, "mask", x.shape, "x's shape"));
   }
   const int r = x.rank();
   Shape lead;

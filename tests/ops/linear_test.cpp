@@ -272,6 +272,70 @@ TEST_P(LinearTest, W4A8) {
     }
 }
 
+// int8 activations [..., K] over the whole range, -128 included.
+Tensor int8_activations(const Shape& shape, std::uint64_t seed) {
+  Tensor q = zeros(DType::i8, shape);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::int64_t i = 0; i < q.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    q.data_as<std::int8_t>()[i] = i == 0 ? -128 : i == 1 ? 127 : std::int8_t(int((state >> 33) % 256) - 128);
+  }
+  return q;
+}
+
+// The f32 activations quantized_linear stands for: a * a_scales, -128 as -127.
+Tensor dequantized(Stream& stream, const Tensor& a, const Tensor& a_scales) {
+  Tensor q = zeros(DType::f32, a.shape()), clamped = zeros(DType::f32, a.shape()), af = zeros(DType::f32, a.shape());
+  Tensor lowest = zeros(DType::f32, {1});
+  lowest.data_as<float>()[0] = -127.0f;
+  EXPECT_TRUE(ops::cast(stream, a, q).ok());
+  EXPECT_TRUE(ops::binary(stream, ops::BinaryOp::max, q, lowest, clamped).ok());
+  EXPECT_TRUE(ops::binary(stream, ops::BinaryOp::mul, clamped, a_scales, af).ok());
+  return af;
+}
+
+TEST_P(LinearTest, QuantizedActivations) {
+  // Caller-quantized int8 activations against the reference row on the same
+  // path and against f32 activations a * a_scales times the unpacked
+  // weights: W8A8 and W4A8, the decode rows (M up to 7 on AVX2) and the
+  // integer row, scales per token and per tensor, batched, strided, epilogues.
+  const std::int64_t k = 136, n = 70;
+  const WeightsPtr w8 = make_weights(random_tensor(DType::f32, {k, n}, 70), DType::i8, {.group_size = 0});
+  const WeightsPtr w4 = make_weights(random_tensor(DType::f32, {k, n}, 71), DType::i4, {.group_size = 8, .zero_points = true});
+  auto run = [&](const Tensor& a, const Tensor& a_scales, const WeightsPtr& w, DType c_dtype, const ops::EpilogueTensors& e) {
+    Shape shape = a.shape();
+    shape[shape.rank() - 1] = n;
+    Tensor c = zeros(c_dtype, shape), ref = zeros(c_dtype, shape), f32 = zeros(DType::f32, shape), f = zeros(c_dtype, shape);
+    Status s = ops::quantized_linear(stream_, a, a_scales, w, c, e);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_TRUE(ops::quantized_linear(ref_stream_, a, a_scales, w, ref, e).ok());
+    EXPECT_TRUE(close(c, ref, tolerance_for(c_dtype, k)));
+    ASSERT_TRUE(ops::matmul(ref_stream_, dequantized(ref_stream_, a, a_scales), value_or_die(w->unpack()), f32, e).ok());
+    ASSERT_TRUE(ops::cast(ref_stream_, f32, f).ok());
+    EXPECT_TRUE(close(c, f, tolerance_for(c_dtype, k)));
+  };
+  for (const WeightsPtr& w : {w8, w4})
+    for (std::int64_t m : {1, 2, 5, 7, 8, 17, 64}) {
+      SCOPED_TRACE(fmt::format("{} m={}", to_string(w->dtype()), m));
+      const Tensor a = int8_activations({m, k}, 72);
+      run(a, random_tensor(DType::f32, {m, 1}, 73, 0.001f, 0.02f), w, DType::f32, {});
+      run(a, random_tensor(DType::bf16, {1}, 74, 0.001f, 0.02f), w, DType::bf16,
+          {.scale = 0.5f, .activation = Activation::silu, .bias = random_tensor(DType::f32, {n}, 75),
+           .residual = random_tensor(DType::f32, {m, n}, 76)});
+    }
+  // Batched: a [2, 3, K] with scales per token and per batch entry; a transposed view.
+  run(int8_activations({2, 3, k}, 77), random_tensor(DType::f32, {2, 3, 1}, 78, 0.001f, 0.02f), w8, DType::f32, {});
+  run(int8_activations({2, 3, k}, 77), random_tensor(DType::f16, {2, 1, 1}, 79, 0.001f, 0.02f), w4, DType::f32, {});
+  run(value_or_die(int8_activations({k, 9}, 80).transpose(0, 1)), random_tensor(DType::f32, {9, 1}, 81, 0.001f, 0.02f), w8, DType::f32, {});
+  // A row of -128 gives what a row of -127 gives.
+  Tensor lowest = zeros(DType::i8, {2, k});
+  std::fill_n(lowest.data_as<std::int8_t>(), k, std::int8_t(-128));
+  std::fill_n(lowest.data_as<std::int8_t>() + k, k, std::int8_t(-127));
+  Tensor c = zeros(DType::f32, {2, n});
+  ASSERT_TRUE(ops::quantized_linear(stream_, lowest, random_tensor(DType::f32, {1}, 82, 0.01f, 0.02f), w8, c).ok());
+  for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(c.data_as<float>()[j], c.data_as<float>()[n + j]) << j;
+}
+
 TEST_P(LinearTest, ResidualMayBeTheOutput) {
   const WeightsPtr w = make_weights(random_tensor(DType::f32, {96, 40}, 18), DType::bf16);
   const Tensor a = random_tensor(DType::bf16, {33, 96}, 19);
@@ -425,6 +489,20 @@ TEST(LinearErrors, PlanNamesTheArgument) {
   Tensor bad = random_tensor(DType::f32, {32, 4}, 27);
   bad.data_as<float>()[5] = __builtin_inff();
   EXPECT_TRUE(fails_naming(ops::quantize_weights(bad, {.group_size = 32}), "b"));
+  // QuantizedLinear
+  const WeightsPtr w8 = value_or_die(ops::quantize_weights(wf, {.dtype = DType::i8, .group_size = 0}));
+  const TensorDesc qa = d(DType::i8, {4, 96}), qs = d(DType::f32, {4, 1}), qc = d(DType::f32, {4, 16});
+  EXPECT_TRUE(value_or_die(ops::QuantizedLinear::plan(ctx, qa, qs, w8, qc)) != nullptr);
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, d(DType::f32, {4, 96}), qs, w8, qc), "a"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, d(DType::u8, {4, 96}), qs, w8, qc), "a"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, d(DType::f32, {4, 96}), w8, qc), "a_scales"));  // K is not 1
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, d(DType::f32, {3, 1}), w8, qc), "a_scales"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, d(DType::i32, {4, 1}), w8, qc), "a_scales"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, d(DType::f32, {2, 4, 1}), w8, qc), "a_scales"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, w, qc), "w"));  // f32 weights
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, i8_groups, qc), "w"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, nullptr, qc), "w"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, w8, d(DType::i32, {4, 16})), "c"));
   // pack_quantized_weights
   const Checkpoint c = checkpoint(DType::i8, 96, 16, 3, false, DType::f32, 57), u = checkpoint(DType::i4, 96, 16, 3, true, DType::f32, 58);
   EXPECT_TRUE(value_or_die(ops::pack_quantized_weights(DType::i4, u.q, u.scales, u.zero_points)) != nullptr);

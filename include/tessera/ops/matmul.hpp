@@ -138,4 +138,21 @@ struct Linear {
 Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c,
               const EpilogueTensors& epilogue = {}, const LinearOptions& options = {});
 
+// Linear on activations the caller quantized (SmoothQuant / LLM.int8-style
+// W8A8, an int8 model's activations kept int8 between layers): a [..., K]
+// i8 standing for q * a_scales, a_scales (any float dtype) broadcasting to
+// a's shape with K as 1: one scale per token ([..., 1]) or one for all
+// ([1]). The weights and kernels are quantize_activations' (int8 per output
+// channel without zero points, or int4), the pass that quantizes A replaced
+// by a copy. The kernels take |q| <= 127, as symmetric quantizers give:
+// -128 is read as -127.
+struct QuantizedLinear {
+  // Inputs {a, a_scales, [bias], [residual]}, outputs {c}; c [..., N] f32 or bf16.
+  static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, const TensorDesc& a_scales, WeightsPtr w,
+                              const TensorDesc& c, const Epilogue& epilogue = {});
+};
+
+Status quantized_linear(Stream& stream, const Tensor& a, const Tensor& a_scales, const WeightsPtr& w, const Tensor& c,
+                        const EpilogueTensors& epilogue = {});
+
 }  // namespace tessera::ops
