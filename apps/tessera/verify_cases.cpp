@@ -790,8 +790,10 @@ struct AttentionShape {
   Size size;
   std::int64_t b, sq, skv, hq, hkv, d;
   bool causal;
+  std::int64_t window = 0;
   std::string name() const {
-    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "");
+    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
+                       window ? fmt::format(" window={}", window) : "");
   }
 };
 
@@ -821,7 +823,7 @@ void add_attention_case(std::vector<Case>& out, const char* op, DType dt, const 
                    if (masked) options.mask = mask.desc();
                    const Tolerance tolerance = attention_tolerance(dt, s.d);
                    return Problem{[=, qd = q.desc(), kd = k.desc()](Context& ctx) {
-                                    return ops::Attention::plan(ctx, qd, kd, kd, o, {.causal = s.causal}, options);
+                                    return ops::Attention::plan(ctx, qd, kd, kd, o, {.causal = s.causal, .window = s.window}, options);
                                   },
                                   masked ? std::vector{q, k, v, mask} : std::vector{q, k, v},
                                   {{"o", o, tolerance}, {"lse", lse, tolerance}}};
@@ -883,10 +885,13 @@ void add_attention(std::vector<Case>& out) {
                                     {Size::typical, 1, 1, 4096, 32, 8, 128, true},
                                     {Size::large, 1, 4, 8192, 32, 8, 128, true}};
   const AttentionShape kMasked[] = {{Size::odd, 2, 19, 45, 4, 2, 64, false}, {Size::typical, 2, 128, 512, 8, 2, 64, false}};
+  // Sliding windows: prefill, and decode splitting the window's keys.
+  const AttentionShape kWindowed[] = {{Size::odd, 1, 300, 300, 8, 2, 64, true, 50}, {Size::typical, 1, 1, 4096, 32, 8, 128, true, 1024}};
   for (DType dt : {DType::f32, DType::bf16}) {
     for (const AttentionShape& s : kPrefill) add_attention_case(out, "attention", dt, s, false);
     for (const AttentionShape& s : kDecode) add_attention_case(out, "attention_decode", dt, s, false);
     for (const AttentionShape& s : kMasked) add_attention_case(out, "attention_masked", dt, s, true);
+    for (const AttentionShape& s : kWindowed) add_attention_case(out, "attention_window", dt, s, false);
   }
 
   const PagedShape kPaged[] = {

@@ -110,8 +110,9 @@ double scale_of(const AttentionAttrs& attrs, std::int64_t head_dim) {
 
 // q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], mask (if any) [B, Hq, Sq, Skv]
 // (broadcast strides allowed); writes o [B, Sq, Hq, D] and lse [B, Hq, Sq].
+// window (with causal): query i sees keys j in (i + Skv - Sq - window, i + Skv - Sq].
 void reference(const View4& q, const View4& k, const View4& v, const View4* mask, double scale, bool causal,
-               const Sink& o, const Sink* lse) {
+               const Sink& o, const Sink* lse, std::int64_t window = 0) {
   const std::int64_t nb = q.shape[0], sq = q.shape[1], hq = q.shape[2], d = q.shape[3];
   const std::int64_t skv = k.shape[1], hkv = k.shape[2], group = hq / hkv;
   std::vector<double> kk(skv * d), vv(skv * d), qq(d), logit(skv), acc(d);
@@ -124,7 +125,7 @@ void reference(const View4& q, const View4& k, const View4& v, const View4* mask
         for (std::int64_t e = 0; e < d; ++e) qq[e] = q.at(b, i, h, e);
         double m = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < skv; ++j) {
-          if (causal && j > i + skv - sq) {
+          if (causal && (j > i + skv - sq || (window > 0 && j <= i + skv - sq - window))) {
             logit[j] = -std::numeric_limits<double>::infinity();
             continue;
           }
@@ -166,7 +167,7 @@ std::pair<Tensor, Tensor> reference_bshd(const Tensor& q, const Tensor& k, const
     mv = view4(expanded);
   }
   const Sink lse_sink = sink(lse);
-  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink);
+  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink, attrs.window);
   return {o, lse};
 }
 
@@ -250,6 +251,7 @@ struct Case {
   DType in = DType::f32, out = DType::f32;
   std::optional<DType> kv;  // k and v's dtype when not `in`
   bool causal = false;
+  std::int64_t window = 0;
   float scale = 0.0f;
   MaskKind mask = MaskKind::none;
   bool bhsd = false;       // q, k, v and o are [B, H, S, D] tensors passed as permuted views
@@ -258,10 +260,10 @@ struct Case {
   std::uint64_t seed = 1;
 
   std::string name() const {
-    return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} scale={} mask={} bhsd={} "
+    return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} window={} scale={} mask={} bhsd={} "
                        "padded_kv={} lse={} seed={}",
-                       b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, scale, int(mask),
-                       bhsd, padded_kv, lse, seed);
+                       b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, window, scale,
+                       int(mask), bhsd, padded_kv, lse, seed);
   }
 };
 
@@ -334,7 +336,7 @@ class AttentionTest : public IsaTest {
       case MaskKind::rows_cols_bf16: mask = random_tensor(DType::bf16, {c.sq, c.skv}, c.seed + 3, -2.0f, 2.0f); break;
     }
     run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr,
-                    {.scale = c.scale, .causal = c.causal}, c.name());
+                    {.scale = c.scale, .causal = c.causal, .window = c.window}, c.name());
   }
 };
 
@@ -415,6 +417,22 @@ TEST_P(AttentionTest, AdditiveMasks) {
                  .seed = seed++});
   // A decode shape with key padding (split-KV with a mask).
   check({.b = 2, .sq = 1, .skv = 1500, .hq = 8, .hkv = 2, .d = 128, .mask = MaskKind::padding, .seed = 340});
+}
+
+TEST_P(AttentionTest, SlidingWindow) {
+  // Windows of 1 key, shorter than a key block, a few blocks, the whole
+  // sequence and longer: prefill (Sq == Skv, Sq < Skv), decode with its keys
+  // split across cores (the split starting at the window), GQA 4, f32 and bf16.
+  std::uint64_t seed = 350;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (std::int64_t window : {1, 17, 64, 299, 1000})
+      check({.b = 2, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .window = window, .seed = seed++});
+    check({.b = 1, .sq = 37, .skv = 200, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .window = 50, .seed = seed++});
+    for (std::int64_t sq : {1, 4})
+      for (std::int64_t window : {100, 1500})
+        check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .window = window,
+               .seed = seed++});
+  }
 }
 
 TEST_P(AttentionTest, FullyMaskedRowsGiveZerosAndMinusInfinity) {
@@ -508,8 +526,9 @@ TEST_P(AttentionTest, VariableLengths) {
   const Tensor cu_q_t = i32_tensor(cu_q), cu_kv_t = i32_tensor(cu_kv);
   std::uint64_t seed = 700;
   for (DType dt : {DType::f32, DType::bf16})
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(fmt::format("{} causal={}", to_string(dt), causal));
+    for (const AttentionAttrs attrs : {AttentionAttrs{}, AttentionAttrs{.causal = true}, AttentionAttrs{.causal = true, .window = 7}}) {
+      const bool causal = attrs.causal;
+      SCOPED_TRACE(fmt::format("{} causal={} window={}", to_string(dt), causal, attrs.window));
       const Tensor q = random_tensor(dt, {total_q, hq, d}, seed++, -2.0f, 2.0f);
       const Tensor k = random_tensor(dt, {total_kv, hkv, d}, seed++, -2.0f, 2.0f);
       const Tensor v = random_tensor(dt, {total_kv, hkv, d}, seed++);
@@ -517,7 +536,6 @@ TEST_P(AttentionTest, VariableLengths) {
       AttentionOptions options;
       options.varlen_batch = n;
       options.lse = lse.desc();
-      const AttentionAttrs attrs{.causal = causal};
       Result<ops::PlanPtr> plan = ops::Attention::plan(ctx_, q.desc(), k.desc(), v.desc(), o.desc(), attrs, options);
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
       SCOPED_TRACE(fmt::format("kernel {}", (*plan)->kernel()));
@@ -529,7 +547,7 @@ TEST_P(AttentionTest, VariableLengths) {
         const std::int64_t q0 = cu_q[i], lq = cu_q[i + 1] - q0, k0 = cu_kv[i], lkv = cu_kv[i + 1] - k0;
         const Sink os{o_ref.data_as<float>(), q0 * hq * d, {0, hq * d, d, 1}};
         const Sink ls{lse_ref.data_as<float>(), q0, {0, total_q, 1, 0}};  // (0, h, i) -> h * total_q + q0 + i
-        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls);
+        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls, attrs.window);
       }
       const Tolerance tol = attention_tolerance(dt, dt, d);
       EXPECT_TRUE(close(o, o_ref, tol)) << "o";
@@ -932,7 +950,7 @@ std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<con
     View4 mv;
     if (mask) mv = view4(value_or_die(value_or_die(full.slice(0, b, b + 1)).slice(3, 0, len)));
     reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal,
-              sink(o, b), &lse_sink);
+              sink(o, b), &lse_sink, attrs.window);
   }
   return {o, lse};
 }
@@ -1177,6 +1195,47 @@ TEST_P(PagedAttentionTest, AdditiveMasks) {
   EXPECT_TRUE(fails_naming(ops::PagedAttention::plan(ctx_, cache, packed.desc(), ids.desc(), packed.desc(), 64, {}, {}, short_mask.desc()), "mask"));
 }
 
+TEST_P(PagedAttentionTest, SlidingWindow) {
+  // Windows over the paged sequences, every cache type: fixed lengths at Sq
+  // 1, 4 (decode rows; the 2000-token sequence's keys split across cores
+  // from its window on) and 12 (flash rows), then variable lengths mixing a
+  // prefill chunk and decode tokens; against the reference.
+  const std::int64_t hq = 8, hkv = 2, d = 64;
+  std::uint64_t seed = 1800;
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8}) {
+    const std::vector<std::int64_t> lengths = {2000, 17, 40};
+    auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, 16) + 1, .block_size = 16, .kv_heads = hkv,
+                                               .head_dim = d, .dtype = cache_dt}));
+    const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, seed += 10);
+    const Tensor ids = i32_tensor({seqs[1].id, seqs[0].id, seqs[2].id});
+    const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
+    for (std::int64_t window : {5, 100})
+      for (std::int64_t sq : {1, 4, 12}) {
+        SCOPED_TRACE(fmt::format("cache {} window {} Sq={}", to_string(cache_dt), window, sq));
+        const AttentionAttrs attrs{.causal = true, .window = window};
+        const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
+        const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
+        const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 2048, attrs, lse.desc()));
+        const Status st = run_plan(ctx_, stream_, *plan, {q, ids}, {o, lse});
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        const auto [o_ref, lse_ref] = paged_reference(q, {&seqs[1], &seqs[0], &seqs[2]}, attrs);
+        EXPECT_TRUE(close(o, o_ref, tol)) << "o, kernel " << plan->kernel();
+        EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse, kernel " << plan->kernel();
+      }
+    // Variable lengths: a decode token, a 12-query chunk of the long sequence and a draft of 4.
+    const AttentionAttrs attrs{.causal = true, .window = 30};
+    const std::vector<std::int32_t> news = {1, 12, 4}, cu = {0, 1, 13, 17};
+    const Tensor q = random_tensor(DType::f32, {17, hq, d}, seed + 20, -2.0f, 2.0f), o = nan_tensor(DType::f32, {17, hq, d});
+    ASSERT_TRUE(ops::paged_attention_varlen(stream_, cache, q, ids, i32_tensor(cu), o, attrs).ok());
+    const Seq* row_seqs[] = {&seqs[1], &seqs[0], &seqs[2]};
+    for (std::size_t b = 0; b < 3; ++b) {
+      SCOPED_TRACE(fmt::format("cache {} varlen row {}", to_string(cache_dt), b));
+      const Tensor q_b = value_or_die(rows_of(q, cu[b], cu[b + 1]).reshape({1, news[b], hq, d}));
+      EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]), value_or_die(paged_reference(q_b, {row_seqs[b]}, attrs).first.reshape({news[b], hq, d})), tol));
+    }
+  }
+}
+
 TEST_P(PagedAttentionTest, OneShotGrowingSequence) {
   // A sequence grows token by token from 61 to 67 tokens, across the
   // power-of-two boundary at 64 (the one-shot function re-plans for the next
@@ -1280,6 +1339,15 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
   // Scale.
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.scale = kNaN}), "scale"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.scale = kInf}), "scale"));
+  // A window: negative, without causal, with a mask.
+  EXPECT_TRUE(Attention::plan(ctx, q, k, k, o, {.causal = true, .window = 3}).ok());
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.causal = true, .window = -1}), "attrs.window"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.window = 3}), "attrs.window"));
+  {
+    AttentionOptions options;
+    options.mask = d(DType::f32, {7});
+    EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.causal = true, .window = 3}, options), "mask"));
+  }
   // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
   auto with_mask = [&](TensorDesc m) {
     AttentionOptions options;
@@ -1378,6 +1446,9 @@ TEST(PagedAttentionErrors, PlanNamesTheArgument) {
   ASSERT_TRUE(PagedAttention::plan(ctx, cache, q, ids, o, 256, {}, d(DType::f32, {3, 8, 1})).ok());
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {}, d(DType::f32, {3, 1, 8})), "lse"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.scale = kNaN}), "scale"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.causal = true, .window = -2}), "attrs.window"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.window = 2}), "attrs.window"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.causal = true, .window = 2}, {}, d(DType::f32, {1})), "mask"));
 }
 
 TEST(PagedAttentionErrors, RunChecksSequences) {

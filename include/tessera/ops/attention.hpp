@@ -41,6 +41,11 @@ struct AttentionAttrs {
   float scale = 0.0f;   // 0: 1 / sqrt(D)
   bool causal = false;
   FpMath fpmath = FpMath::strict;
+  // Sliding window (Mistral, Gemma's local layers), with causal: query i
+  // sees only the `window` latest keys it would see, j in (i + Skv - Sq -
+  // window, i + Skv - Sq]; keys before a block's window are not read. 0:
+  // no window. Not with a mask (fold the window into it).
+  std::int64_t window = 0;
 };
 
 // Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,
