@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "core/element.hpp"
+#include "kernels/softmax.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::testing {
@@ -184,6 +185,31 @@ TEST_P(SoftmaxTest, TransposedViewsThroughContiguousCopies) {
     ASSERT_TRUE(ops::softmax(stream_, xy, mask, xy, {.log = log}).ok());
     EXPECT_TRUE(close(xy, ref, tolerance_for(DType::f32, 19)));
   }
+}
+
+// Streaming stores for y run only past the L3, so the rows are called
+// directly: this level's row with stream_y on against the reference, rows
+// buffered (cols <= 4096) and not, a tail past whole vectors, causal.
+TEST_P(SoftmaxTest, StreamingRowsMatchTheReference) {
+  for (bool log : {false, true})
+    for (DType dt : kFloatTypes)
+      for (std::int64_t cols : {64L, 300L, 5000L})
+        for (bool causal : {false, true}) {
+          SCOPED_TRACE(fmt::format("log={} {} cols={} causal={}", log, to_string(dt), cols, causal));
+          const std::int64_t rows = 5;
+          const Tensor x = random_tensor(dt, {rows, cols}, 7, -8.0f, 8.0f);
+          Tensor y = zeros(dt, {rows, cols}), ref = zeros(dt, {rows, cols});
+          kernels::SoftmaxArgs args{.x_dtype = dt, .y_dtype = dt, .mask_dtype = DType::f32, .cols = cols, .x = x.data(),
+                                    .x_row_stride = cols, .x_col_stride = 1, .mask = nullptr, .mask_row_stride = 0,
+                                    .mask_col_stride = 0, .y = y.data(), .y_row_stride = cols, .y_col_stride = 1, .scale = 0.7f,
+                                    .causal = causal, .causal_offset = cols - rows, .log = log, .stream_y = true};
+          const kernels::RowProblem problem{dt, dt, DType::f32, rows, cols, true};
+          const auto* row = kernels::select<kernels::SoftmaxFamily>(problem, GetParam());
+          row->run(args, 0, rows);
+          args.y = ref.data();
+          kernels::ref::softmax(args, 0, rows);
+          EXPECT_TRUE(close(y, ref, tolerance_for(dt, cols))) << row->name;
+        }
 }
 
 TEST_P(SoftmaxTest, PicksTheRowOfItsLevel) {

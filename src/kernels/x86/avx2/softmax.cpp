@@ -136,10 +136,10 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
         const Pair l = buffered ? Pair{} : row.logits16(c);
         const Pair p{out(l.lo, c), out(l.hi, c + 8)};
         if constexpr (std::is_same_v<Y, std::integral_constant<DType, DType::bf16>>) {
-          put16_unordered(y + c * ys, yt, p, false);
+          put16_unordered(y + c * ys, yt, p, false);  // bf16 y: arithmetic_bound, never streamed
         } else {
-          store8(y + c * ys, yt, p.lo);
-          store8(y + (c + 8) * ys, yt, p.hi);
+          put8_n(y + c * ys, yt, p.lo, 8, a.stream_y);
+          put8_n(y + (c + 8) * ys, yt, p.hi, 8, a.stream_y);
         }
       }
     for (; c < a.cols; c += 8) {
@@ -149,9 +149,10 @@ static void softmax_rows(const SoftmaxArgs& args, X xt, M mt, Y yt, std::int64_t
         // A NaN row's sum would make the hidden lanes NaN too.
         if (visible - c < 8) p = _mm256_blendv_ps(hidden, p, lanes_below(visible - c));
       }
-      store8_n(y + c * ys, yt, p, a.cols - c);
+      put8_n(y + c * ys, yt, p, a.cols - c, a.stream_y);
     }
   }
+  if (a.stream_y) _mm_sfence();
 }
 
 void softmax(const SoftmaxArgs& a, std::int64_t r0, std::int64_t r1) {
