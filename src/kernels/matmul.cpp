@@ -121,6 +121,7 @@ bool decode_avx2_supports(const MatmulProblem& p) {
 // of rows the same rounding split A's rows over more tasks for an even count
 // (19 -> 38 at [4096, 320] x [320, 320]) and measured within noise.
 std::int64_t n_block_for(const MatmulProblem& p, std::int64_t m_tasks, std::int64_t max_n, const hw::Info& hw) {
+  m_tasks = std::max<std::int64_t>(m_tasks, 1);  // M = 0: no rows, no tasks, still a valid tiling
   const std::int64_t want = std::max<std::int64_t>(1, (4 * hw.cores + m_tasks - 1) / m_tasks);
   const std::int64_t n_block = std::clamp(round_up((p.n + want - 1) / want, kPanelCols), kPanelCols, std::max(kPanelCols, max_n));
   const std::int64_t balanced = balanced_block(p.n, n_block, kPanelCols);  // 320 at most 256 wide: 160 + 160, not 256 + 64

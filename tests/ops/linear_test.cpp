@@ -127,6 +127,26 @@ TEST_P(LinearTest, MinimumOddAndLargeSizes) {
     }
 }
 
+TEST_P(LinearTest, NoRows) {
+  // M = 0 (a prompt of no tokens, an empty batch) on every weight type and
+  // path: an empty result, no error.
+  const Tensor wf = random_tensor(DType::f32, {64, 40}, 60);
+  for (DType wt : {DType::f32, DType::bf16, DType::i8, DType::i4}) {
+    SCOPED_TRACE(to_string(wt));
+    const WeightsPtr w = make_weights(wf, wt, {.group_size = 0});
+    for (const Shape& a_shape : {Shape{0, 64}, Shape{0, 3, 64}}) {
+      Shape c_shape = a_shape;
+      c_shape[c_shape.rank() - 1] = 40;
+      EXPECT_TRUE(ops::linear(stream_, zeros(DType::f32, a_shape), w, zeros(DType::f32, c_shape)).ok());
+      if (wt == DType::f32 || wt == DType::bf16) continue;
+      EXPECT_TRUE(ops::linear(stream_, zeros(DType::f32, a_shape), w, zeros(DType::f32, c_shape), {}, {.quantize_activations = true}).ok());
+      Shape s_shape = a_shape;
+      s_shape[s_shape.rank() - 1] = 1;
+      EXPECT_TRUE(ops::quantized_linear(stream_, zeros(DType::i8, a_shape), zeros(DType::f32, s_shape), w, zeros(DType::f32, c_shape)).ok());
+    }
+  }
+}
+
 TEST_P(LinearTest, BatchedStridedActivations) {
   for (DType wt : {DType::f32, DType::bf16, DType::i4}) {
     const WeightsPtr w = make_weights(random_tensor(DType::f32, {64, 50}, 5), wt, {.group_size = 32});

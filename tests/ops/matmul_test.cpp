@@ -81,6 +81,16 @@ TEST_P(MatmulTest, ZeroK) {
   }
 }
 
+TEST_P(MatmulTest, ZeroRowsColumnsAndBatches) {
+  // Empty results plan and run: M = 0 (a tiling of no row tasks divided by
+  // their count), N = 0, a batch of 0; bf16 too.
+  for (DType dt : {DType::f32, DType::bf16}) {
+    EXPECT_TRUE(ops::matmul(stream_, zeros(dt, {0, 40}), zeros(dt, {40, 70}), zeros(DType::f32, {0, 70})).ok());
+    EXPECT_TRUE(ops::matmul(stream_, zeros(dt, {5, 40}), zeros(dt, {40, 0}), zeros(DType::f32, {5, 0})).ok());
+    EXPECT_TRUE(ops::matmul(stream_, zeros(dt, {0, 5, 40}), zeros(dt, {40, 70}), zeros(DType::f32, {0, 5, 70})).ok());
+  }
+}
+
 TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
   // [2, 3, M, K] x [3, K, N] -> [2, 3, M, N]
   check(random_tensor(DType::f32, {2, 3, 17, 40}, 10), random_tensor(DType::f32, {3, 40, 33}, 11), {2, 3, 17, 33}, DType::f32);
