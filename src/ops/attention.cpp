@@ -513,65 +513,71 @@ namespace {
 // kernels/attention.cpp) and one for more.
 constexpr std::int64_t kDecodePositions = 8;
 
+// Where a paged plan's sequences come from: the cache's own (input seq_ids)
+// or the caller's block tables (inputs block_tables and seq_lens).
+enum class PagedSequences { cache_ids, block_tables };
+
 class PagedAttentionPlan final : public Plan {
  public:
   // kernels: the choice for q's Sq, or with variable lengths those for 1 ..
   // kDecodePositions query positions and one for more.
   // mask_strides: the mask's over [B, Hq, Sq, keys] (none: no mask), and
   // mask_keys the keys it covers (0: broadcast over any number).
-  PagedAttentionPlan(std::shared_ptr<const KvCache> cache, std::vector<TensorDesc> inputs, std::vector<TensorDesc> outputs,
-                     const AttentionAttrs& attrs, std::int64_t max_kv_len, bool varlen, std::optional<Strides> mask_strides,
-                     std::int64_t mask_keys, std::vector<RowChoice> kernels, std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
-      : Plan(kernels[0].row->name, bytes, flops), cache_(std::move(cache)), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        attrs_(attrs), window_(attrs.window, max_kv_len, sequence_dim(inputs_[0])), max_kv_len_(max_kv_len), varlen_(varlen),
-        mask_strides_(std::move(mask_strides)), mask_keys_(mask_keys),
+  PagedAttentionPlan(std::shared_ptr<const KvCache> cache, PagedSequences sequences, std::vector<TensorDesc> inputs,
+                     std::vector<TensorDesc> outputs, const AttentionAttrs& attrs, std::int64_t max_kv_len, bool varlen,
+                     std::optional<Strides> mask_strides, std::int64_t mask_keys, std::vector<RowChoice> kernels,
+                     std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
+      : Plan(kernels[0].row->name, bytes, flops), cache_(std::move(cache)), sequences_(sequences), inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)), attrs_(attrs), window_(attrs.window, max_kv_len, sequence_dim(inputs_[0])),
+        max_kv_len_(max_kv_len), varlen_(varlen), mask_strides_(std::move(mask_strides)), mask_keys_(mask_keys),
         kernels_(std::move(kernels)), workspace_(workspace) {}
 
   std::string_view op() const override { return "paged_attention"; }
   std::int64_t workspace_bytes() const override { return workspace_; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* workspace) const override {
-    static constexpr std::string_view kFixed[] = {"q", "seq_ids", "mask"}, kVarlen[] = {"q", "seq_ids", "cu_seqlens_q"};
-    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, std::span(varlen_ ? kVarlen : kFixed).first(inputs_.size()), out, outputs_));
+    static constexpr std::string_view kIds[] = {"q", "seq_ids", "mask"}, kIdsVarlen[] = {"q", "seq_ids", "cu_seqlens_q"},
+                                      kTables[] = {"q", "block_tables", "seq_lens", "mask"},
+                                      kTablesVarlen[] = {"q", "block_tables", "seq_lens", "cu_seqlens_q"};
+    const bool tables = sequences_ == PagedSequences::block_tables;
+    using Names = std::span<const std::string_view>;
+    const Names names = tables ? (varlen_ ? Names(kTablesVarlen) : Names(kTables)) : (varlen_ ? Names(kIdsVarlen) : Names(kIds));
+    TESSERA_RETURN_IF_ERROR(check_run(op(), in, inputs_, names.first(inputs_.size()), out, outputs_));
     const TensorDesc &q = inputs_[0], &o = outputs_[0];
     const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     const KvCacheConfig& c = cache_->config();
     const int r = q.rank();
     const std::int64_t batch = inputs_[1].shape[0], dim = c.head_dim, hkv = c.kv_heads, group = q.shape[r - 2] / hkv;
-    const auto* ids = in[1].data_as<const std::int32_t>();
-    const std::int32_t* cu = varlen_ ? in[2].data_as<const std::int32_t>() : nullptr;
+    const std::size_t extra = tables ? 3 : 2;  // cu_seqlens_q or the mask
+    const std::int32_t* cu = varlen_ ? in[extra].data_as<const std::int32_t>() : nullptr;
     if (varlen_) TESSERA_RETURN_IF_ERROR(check_cu_seqlens(cu, "cu_seqlens_q", batch, q.shape[0]));
     std::vector<Unit> units;
     for (std::int64_t b = 0; b < batch; ++b) {
-      const std::int64_t id_at = b * inputs_[1].strides[0];
       const std::int64_t sq = varlen_ ? cu[b + 1] - cu[b] : q.shape[1];
-      const Result<std::int64_t> length = cache_->length(ids[id_at]);
-      if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
-      if (*length > max_kv_len_)
-        return Status::invalid_argument(fmt::format("seq_ids[{}]: sequence {} holds {} tokens, the plan was made for at most {}",
-                                                    b, ids[id_at], *length, max_kv_len_));
-      if (*length < sq)  // q's tokens are the sequence's last Sq, appended before the attention
-        return Status::invalid_argument(fmt::format(
-            "seq_ids[{}]: sequence {} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", b,
-            ids[id_at], *length, sq));
-      if (mask_keys_ > 0 && *length > mask_keys_)
-        return Status::invalid_argument(fmt::format("mask: covers {} keys, and sequence {} (seq_ids[{}]) holds {} tokens", mask_keys_,
-                                                    ids[id_at], b, *length));
+      TESSERA_ASSIGN_OR_RETURN(const Sequence s, tables ? table_sequence(in, b) : cache_sequence(in, b));
+      // Sequence b in errors.
+      const auto name = [&] { return tables ? fmt::format("seq_lens[{}]: the sequence", b) : fmt::format("seq_ids[{}]: sequence {}", b, s.id); };
+      if (s.length > max_kv_len_)
+        return Status::invalid_argument(fmt::format("{} holds {} tokens, the plan was made for at most {}", name(), s.length, max_kv_len_));
+      if (s.length < sq)  // q's tokens are the sequence's last Sq, appended before the attention
+        return Status::invalid_argument(
+            fmt::format("{} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", name(), s.length, sq));
+      if (mask_keys_ > 0 && s.length > mask_keys_)
+        return Status::invalid_argument(fmt::format("mask: covers {} keys, and {} holds {} tokens", mask_keys_, name(), s.length));
       if (sq == 0) continue;
       // Offsets of the sequence's first query: row b, or row cu[b] of the packed queries.
       const std::int64_t first = varlen_ ? cu[b] : b;
       const std::int64_t lse_off = !lse ? 0 : varlen_ ? first * lse->strides[1] : b * lse->strides[0];
       const RowChoice* kernel = &kernels_[varlen_ ? std::size_t(std::min(sq, kDecodePositions + 1) - 1) : 0];
-      const std::int32_t* table = cache_->block_table(ids[id_at])->data();
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u = query_unit(attrs_, window_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, *length);
+        Unit u = query_unit(attrs_, window_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, s.length);
         const std::int64_t head = h * c.num_blocks * c.block_size;  // the head's first slot
         u.args.kv = {.dtype = c.dtype,
                      .k = at(cache_->k_pool(), c.dtype, head * dim),
                      .v = at(cache_->v_pool(), c.dtype, head * dim),
                      .k_token_stride = dim,
                      .v_token_stride = dim,
-                     .block_table = table,
+                     .block_table = s.table,
                      .block_size = c.block_size,
                      .block_stride = c.block_size * dim,
                      .k_scale = cache_->k_scales() ? cache_->k_scales() + head : nullptr,
@@ -579,8 +585,8 @@ class PagedAttentionPlan final : public Plan {
                      .scale_block_stride = c.block_size};
         if (mask_strides_) {
           const Strides& ms = *mask_strides_;
-          u.args.mask_dtype = inputs_[2].dtype;
-          u.args.mask = at(in[2].data(), u.args.mask_dtype, b * ms[0] + h * group * ms[1]);
+          u.args.mask_dtype = inputs_[extra].dtype;
+          u.args.mask = at(in[extra].data(), u.args.mask_dtype, b * ms[0] + h * group * ms[1]);
           u.args.mask_head_stride = ms[1];
           u.args.mask_pos_stride = ms[2];
           u.args.mask_key_stride = ms[3];
@@ -593,7 +599,39 @@ class PagedAttentionPlan final : public Plan {
   }
 
  private:
+  // Sequence b of a run: its length and block table (and the cache's id).
+  struct Sequence {
+    std::int64_t length;
+    const std::int32_t* table;
+    std::int32_t id = -1;
+  };
+  // The cache's sequence named by seq_ids[b].
+  Result<Sequence> cache_sequence(std::span<const Tensor> in, std::int64_t b) const {
+    const std::int32_t id = in[1].data_as<const std::int32_t>()[b * inputs_[1].strides[0]];
+    const Result<std::int64_t> length = cache_->length(id);
+    if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
+    return Sequence{*length, cache_->block_table(id)->data(), id};
+  }
+  // Row b of the caller's block tables, with seq_lens[b] tokens: the blocks
+  // it reads must be in the table and in the pool.
+  Result<Sequence> table_sequence(std::span<const Tensor> in, std::int64_t b) const {
+    const TensorDesc &tables = inputs_[1], &lens = inputs_[2];
+    const std::int64_t length = in[2].data_as<const std::int32_t>()[b * lens.strides[0]];
+    const auto* table = in[1].data_as<const std::int32_t>() + b * tables.strides[0];
+    const std::int64_t bs = cache_->config().block_size, blocks = (length + bs - 1) / bs, width = tables.shape[1];
+    if (length < 0) return Status::invalid_argument(fmt::format("seq_lens[{}]: {} is negative", b, length));
+    if (blocks > width)
+      return Status::invalid_argument(fmt::format("seq_lens[{}]: {} tokens take {} blocks of {}, and block_tables rows hold {}", b,
+                                                  length, blocks, bs, width));
+    for (std::int64_t j = 0; j < blocks; ++j)
+      if (table[j] < 0 || table[j] >= cache_->config().num_blocks)
+        return Status::invalid_argument(fmt::format("block_tables[{}, {}]: block {} is not in the cache's [0, {})", b, j, table[j],
+                                                    cache_->config().num_blocks));
+    return Sequence{length, table};
+  }
+
   std::shared_ptr<const KvCache> cache_;
+  PagedSequences sequences_;
   std::vector<TensorDesc> inputs_, outputs_;
   AttentionAttrs attrs_;
   WindowBand window_;  // keys: max_kv_len; positions: q's (variable lengths: the total)
@@ -605,12 +643,10 @@ class PagedAttentionPlan final : public Plan {
   std::int64_t workspace_;
 };
 
-}  // namespace
-
-Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
-                                     const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
-                                     const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse,
-                                     const std::optional<TensorDesc>& mask) {
+// Both paged plans: `sequences` are the descs that name the sequences (seq_ids, or block_tables and seq_lens).
+Result<PlanPtr> plan_paged(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q, PagedSequences kind,
+                           std::vector<TensorDesc> sequences, const TensorDesc& o, std::int64_t max_kv_len,
+                           const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse, const std::optional<TensorDesc>& mask) {
   if (!cache) return Status::invalid_argument("cache: no cache given");
   const bool varlen = q.rank() == 3;
   TESSERA_RETURN_IF_ERROR(check_queries(q, o, varlen ? 3 : 4));
@@ -621,16 +657,30 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
   if (dim != c.head_dim)
     return Status::invalid_argument(fmt::format("q: head dim {} differs from the cache's head_dim {}", dim, c.head_dim));
   TESSERA_RETURN_IF_ERROR(check_groups(hq, c.kv_heads, "the cache"));
-  TESSERA_RETURN_IF_ERROR(seq_ids.validate("seq_ids"));
-  if (seq_ids.dtype != DType::i32 || seq_ids.rank() != 1 || (!varlen && seq_ids.shape[0] != q.shape[0]))
-    return Status::invalid_argument(varlen ? fmt::format("seq_ids: {} is not i32 [B]", seq_ids.to_string())
-                                           : fmt::format("seq_ids: {} is not i32 [B = {}]", seq_ids.to_string(), q.shape[0]));
-  const std::int64_t batch = seq_ids.shape[0];
+  const std::int64_t batch = sequences[0].rank() >= 1 ? sequences[0].shape[0] : 0;
+  const std::string b_dims = varlen ? "[B]" : fmt::format("[B = {}]", q.shape[0]);
+  if (kind == PagedSequences::cache_ids) {
+    const TensorDesc& ids = sequences[0];
+    TESSERA_RETURN_IF_ERROR(ids.validate("seq_ids"));
+    if (ids.dtype != DType::i32 || ids.rank() != 1 || (!varlen && batch != q.shape[0]))
+      return Status::invalid_argument(fmt::format("seq_ids: {} is not i32 {}", ids.to_string(), b_dims));
+  } else {
+    const TensorDesc &tables = sequences[0], &lens = sequences[1];
+    TESSERA_RETURN_IF_ERROR(tables.validate("block_tables"));
+    TESSERA_RETURN_IF_ERROR(lens.validate("seq_lens"));
+    if (tables.dtype != DType::i32 || tables.rank() != 2 || (!varlen && batch != q.shape[0]) ||
+        (tables.shape[1] > 1 && tables.strides[1] != 1))
+      return Status::invalid_argument(fmt::format("block_tables: {} is not i32 {} x max_blocks with unit stride along a row",
+                                                  tables.to_string(), b_dims));
+    if (lens.dtype != DType::i32 || lens.rank() != 1 || lens.shape[0] != batch)
+      return Status::invalid_argument(fmt::format("seq_lens: {} is not i32 [B = {}] (block_tables' rows)", lens.to_string(), batch));
+  }
   if (max_kv_len < 0) return Status::invalid_argument(fmt::format("max_kv_len: {} is negative", max_kv_len));
   TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
   TESSERA_RETURN_IF_ERROR(check_window(attrs, mask.has_value()));
   TESSERA_RETURN_IF_ERROR(check_lse(lse, varlen ? Shape{hq, sq} : Shape{batch, hq, sq}));
-  std::vector<TensorDesc> inputs{q, seq_ids}, outputs{o};
+  std::vector<TensorDesc> inputs{q}, outputs{o};
+  inputs.insert(inputs.end(), sequences.begin(), sequences.end());
   if (varlen) inputs.push_back(TensorDesc::contiguous(DType::i32, Shape{batch + 1}));
   if (lse) outputs.push_back(*lse);
   std::optional<Strides> mask_strides;
@@ -663,44 +713,74 @@ Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache
   std::int64_t bytes = saturating_add(traffic_bytes({q, o}), kv_bytes);
   if (mask) bytes = saturating_add(bytes, traffic_bytes({*mask}));
   const std::int64_t flops = attention_flops(varlen ? hq : batch * hq, sq, attrs.window > 0 ? std::min(max_kv_len, attrs.window) : max_kv_len, dim);
-  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), std::move(inputs), std::move(outputs), attrs, max_kv_len, varlen,
-                                                      std::move(mask_strides), mask_keys, std::move(kernels), workspace, bytes, flops));
+  return PlanPtr(std::make_shared<PagedAttentionPlan>(std::move(cache), kind, std::move(inputs), std::move(outputs), attrs, max_kv_len,
+                                                      varlen, std::move(mask_strides), mask_keys, std::move(kernels), workspace, bytes,
+                                                      flops));
+}
+
+}  // namespace
+
+Result<PlanPtr> PagedAttention::plan(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
+                                     const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
+                                     const AttentionAttrs& attrs, const std::optional<TensorDesc>& lse,
+                                     const std::optional<TensorDesc>& mask) {
+  return plan_paged(ctx, std::move(cache), q, PagedSequences::cache_ids, {seq_ids}, o, max_kv_len, attrs, lse, mask);
+}
+
+Result<PlanPtr> PagedAttention::plan_block_tables(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
+                                                  const TensorDesc& block_tables, const TensorDesc& seq_lens, const TensorDesc& o,
+                                                  std::int64_t max_kv_len, const AttentionAttrs& attrs,
+                                                  const std::optional<TensorDesc>& lse, const std::optional<TensorDesc>& mask) {
+  return plan_paged(ctx, std::move(cache), q, PagedSequences::block_tables, {block_tables, seq_lens}, o, max_kv_len, attrs, lse, mask);
 }
 
 namespace {
 // One-shot paged attention: plans per power-of-two bucket of the longest
 // sequence (at least 64), so a sequence growing token by token re-plans only
-// when it doubles. in: {q, seq_ids, [cu_seqlens_q]}.
-Status run_paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, std::span<const Tensor> in,
-                           const Tensor& o, const AttentionAttrs& attrs) {
+// when it doubles. in: {q, seq_ids, [cu_seqlens_q]} or {q, block_tables, seq_lens}.
+Status run_paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, PagedSequences kind,
+                           std::span<const Tensor> in, const Tensor& o, const AttentionAttrs& attrs) {
   if (!cache) return Status::invalid_argument("cache: no cache given");
-  const Tensor& seq_ids = in[1];
+  const bool tables = kind == PagedSequences::block_tables;
+  const Tensor& lengths = tables ? in[2] : in[1];  // seq_lens, or the ids whose lengths the cache holds
   std::int64_t longest = 0;
-  if (seq_ids.dtype() == DType::i32 && seq_ids.rank() == 1 && seq_ids.data())
-    for (std::int64_t b = 0; b < seq_ids.dim(0); ++b)
-      if (auto n = cache->length(seq_ids.data_as<const std::int32_t>()[b * seq_ids.strides()[0]]); n.ok()) longest = std::max(longest, *n);
+  if (lengths.dtype() == DType::i32 && lengths.rank() == 1 && lengths.data())
+    for (std::int64_t b = 0; b < lengths.dim(0); ++b) {
+      const std::int32_t v = lengths.data_as<const std::int32_t>()[b * lengths.strides()[0]];
+      if (tables) longest = std::max<std::int64_t>(longest, v);
+      else if (auto n = cache->length(v); n.ok()) longest = std::max(longest, *n);
+    }
   std::int64_t bucket = 64;
   while (bucket < longest) bucket *= 2;
   PlanKey key("paged_attention", stream.context().isa());
-  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get())));
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get()))).add(std::int64_t(kind));
   for (const Tensor& t : in) key.add(t.desc());
   key.add(o.desc()).add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
   const Tensor out[] = {o};
-  return run_cached(stream, key, [&] { return PagedAttention::plan(stream.context(), cache, in[0].desc(), seq_ids.desc(), o.desc(), bucket, attrs); },
-                    in, out);
+  return run_cached(stream, key, [&] {
+    Context& ctx = stream.context();
+    return tables ? PagedAttention::plan_block_tables(ctx, cache, in[0].desc(), in[1].desc(), in[2].desc(), o.desc(), bucket, attrs)
+                  : PagedAttention::plan(ctx, cache, in[0].desc(), in[1].desc(), o.desc(), bucket, attrs);
+  }, in, out);
 }
 }  // namespace
 
 Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
                        const Tensor& o, const AttentionAttrs& attrs) {
   const Tensor in[] = {q, seq_ids};
-  return run_paged_attention(stream, cache, in, o, attrs);
+  return run_paged_attention(stream, cache, PagedSequences::cache_ids, in, o, attrs);
 }
 
 Status paged_attention_varlen(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q, const Tensor& seq_ids,
                               const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs) {
   const Tensor in[] = {q, seq_ids, cu_seqlens_q};
-  return run_paged_attention(stream, cache, in, o, attrs);
+  return run_paged_attention(stream, cache, PagedSequences::cache_ids, in, o, attrs);
+}
+
+Status paged_attention_block_tables(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
+                                    const Tensor& block_tables, const Tensor& seq_lens, const Tensor& o, const AttentionAttrs& attrs) {
+  const Tensor in[] = {q, block_tables, seq_lens};
+  return run_paged_attention(stream, cache, PagedSequences::block_tables, in, o, attrs);
 }
 
 }  // namespace tessera::ops

@@ -98,8 +98,7 @@ Status KvCache::truncate(std::int32_t seq, std::int64_t length) {
   return Status{};
 }
 
-Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
-  TESSERA_RETURN_IF_ERROR(find(seq).status());
+Status KvCache::check_tokens(const Tensor& k, const Tensor& v) const {
   const KvCacheConfig& c = config_;
   const Shape expected{k.rank() == 3 ? k.dim(0) : 0, c.kv_heads, c.head_dim};
   for (const auto& [t, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
@@ -111,6 +110,37 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
                                                   t->shape().to_string(), c.kv_heads, c.head_dim,
                                                   name[0] == 'v' ? " matching k" : ""));
   }
+  return {};
+}
+
+void KvCache::store_token(const Tensor& k, const Tensor& v, std::int64_t t, std::int64_t block, std::int64_t offset,
+                          std::vector<float>& row) {
+  const KvCacheConfig& c = config_;
+  const std::int64_t dim = c.head_dim;
+  for (std::int64_t h = 0; h < c.kv_heads; ++h) {
+    const std::int64_t slot = (h * c.num_blocks + block) * c.block_size + offset;
+    for (const auto& [src, dst, scales] : {std::tuple{&k, &k_, &k_scales_}, std::tuple{&v, &v_, &v_scales_}}) {
+      const std::int64_t at = t * src->strides()[0] + h * src->strides()[1], step = src->strides()[2];
+      if (src->dtype() == c.dtype && (step == 1 || dim == 1)) {  // a plain copy of the row
+        const std::int64_t bytes = dim * bytes_of(c.dtype);
+        std::memcpy(static_cast<char*>(dst->data()) + slot * bytes, static_cast<const char*>(src->data()) + at * bytes_of(c.dtype), std::size_t(bytes));
+        continue;
+      }
+      // The row as f32, then in the cache's type: the dtypes switched once a
+      // row (per element, appending 4096 tokens of 8 heads x 128 took 51 ms
+      // into a bf16 cache, 37 into an int8 one; now 3.8 and 13).
+      row.resize(std::size_t(dim));
+      detail::load_floats(src->data(), src->dtype(), at, step, dim, row.data());
+      if (c.dtype == DType::i8) (*scales)[std::size_t(slot)] = quantize_row(row.data(), dim, static_cast<std::int8_t*>(dst->data()) + slot * dim);
+      else detail::store_floats(dst->data(), c.dtype, slot * dim, row.data(), dim);
+    }
+  }
+}
+
+Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
+  TESSERA_RETURN_IF_ERROR(find(seq).status());
+  TESSERA_RETURN_IF_ERROR(check_tokens(k, v));
+  const KvCacheConfig& c = config_;
   Sequence& s = sequences_[std::size_t(seq)];
   const std::int64_t tokens = k.dim(0), bs = c.block_size;
   const std::int64_t needed = (s.length + tokens + bs - 1) / bs - std::int64_t(s.blocks.size());
@@ -121,29 +151,33 @@ Status KvCache::append(std::int32_t seq, const Tensor& k, const Tensor& v) {
     s.blocks.push_back(free_.back());
     free_.pop_back();
   }
-  const std::int64_t dim = c.head_dim;
-  std::vector<float> row(static_cast<std::size_t>(dim));
+  std::vector<float> row;
   for (std::int64_t t = 0; t < tokens; ++t) {
-    const std::int64_t pos = s.length + t, block = s.blocks[std::size_t(pos / bs)];
-    for (std::int64_t h = 0; h < c.kv_heads; ++h) {
-      const std::int64_t slot = (h * c.num_blocks + block) * bs + pos % bs;
-      for (const auto& [src, dst, scales] : {std::tuple{&k, &k_, &k_scales_}, std::tuple{&v, &v_, &v_scales_}}) {
-        const std::int64_t at = t * src->strides()[0] + h * src->strides()[1], step = src->strides()[2];
-        if (src->dtype() == c.dtype && (step == 1 || dim == 1)) {  // a plain copy of the row
-          const std::int64_t bytes = dim * bytes_of(c.dtype);
-          std::memcpy(static_cast<char*>(dst->data()) + slot * bytes, static_cast<const char*>(src->data()) + at * bytes_of(c.dtype), std::size_t(bytes));
-          continue;
-        }
-        // The row as f32, then in the cache's type: the dtypes switched once a
-        // row (per element, appending 4096 tokens of 8 heads x 128 took 51 ms
-        // into a bf16 cache, 37 into an int8 one; now 3.8 and 13).
-        detail::load_floats(src->data(), src->dtype(), at, step, dim, row.data());
-        if (c.dtype == DType::i8) (*scales)[std::size_t(slot)] = quantize_row(row.data(), dim, static_cast<std::int8_t*>(dst->data()) + slot * dim);
-        else detail::store_floats(dst->data(), c.dtype, slot * dim, row.data(), dim);
-      }
-    }
+    const std::int64_t pos = s.length + t;
+    store_token(k, v, t, s.blocks[std::size_t(pos / bs)], pos % bs, row);
   }
   s.length += tokens;
+  return Status{};
+}
+
+Status KvCache::write(const Tensor& slots, const Tensor& k, const Tensor& v) {
+  TESSERA_RETURN_IF_ERROR(check_tokens(k, v));
+  const KvCacheConfig& c = config_;
+  const std::int64_t tokens = k.dim(0), pool_slots = c.num_blocks * c.block_size;
+  if (!slots.defined() || (slots.dtype() != DType::i32 && slots.dtype() != DType::i64) || slots.rank() != 1 || slots.dim(0) != tokens)
+    return Status::invalid_argument(fmt::format("slots: {} is not i32 or i64 [T = {}] (k's tokens)",
+                                                slots.defined() ? slots.desc().to_string() : "no tensor", tokens));
+  const auto slot_of = [&](std::int64_t t) {
+    const std::int64_t i = t * slots.strides()[0];
+    return slots.dtype() == DType::i32 ? std::int64_t(slots.data_as<const std::int32_t>()[i]) : slots.data_as<const std::int64_t>()[i];
+  };
+  for (std::int64_t t = 0; t < tokens; ++t)  // all checked before anything is written
+    if (slot_of(t) >= pool_slots)
+      return Status::invalid_argument(fmt::format("slots[{}]: {} is past the pool's {} slots (num_blocks {} x block_size {})", t,
+                                                  slot_of(t), pool_slots, c.num_blocks, c.block_size));
+  std::vector<float> row;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    if (const std::int64_t slot = slot_of(t); slot >= 0) store_token(k, v, t, slot / c.block_size, slot % c.block_size, row);
   return Status{};
 }
 

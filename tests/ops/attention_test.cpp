@@ -1236,6 +1236,131 @@ TEST_P(PagedAttentionTest, SlidingWindow) {
   }
 }
 
+// An engine's own block manager: sequences of these lengths get blocks of
+// the pool in a scattered order (the last first, every other one), their
+// K / V written by KvCache::write in chunks with padding slots (-1) between;
+// returns each sequence's blocks as rows of a block table [B, width].
+std::vector<Seq> write_with_own_blocks(KvCache& cache, DType src, const std::vector<std::int64_t>& lengths, std::int64_t width,
+                                       Tensor& block_tables, std::uint64_t seed) {
+  const KvCacheConfig& c = cache.config();
+  std::vector<std::int32_t> order;  // blocks handed out: odd ones from the top, then even ones
+  for (std::int64_t b = c.num_blocks - 1; b >= 0; b -= 2) order.push_back(std::int32_t(b));
+  for (std::int64_t b = c.num_blocks - 2; b >= 0; b -= 2) order.push_back(std::int32_t(b));
+  block_tables = zeros(DType::i32, {std::int64_t(lengths.size()), width});
+  std::vector<Seq> seqs;
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    const std::int64_t len = lengths[i], blocks = (len + c.block_size - 1) / c.block_size;
+    for (std::int64_t j = 0; j < blocks; ++j) block_tables.data_as<std::int32_t>()[std::int64_t(i) * width + j] = order[next++];
+    Seq s{-1, random_tensor(src, {len, c.kv_heads, c.head_dim}, seed + 2 * i), random_tensor(src, {len, c.kv_heads, c.head_dim}, seed + 2 * i + 1)};
+    for (std::int64_t t0 = 0; t0 < len; t0 += 23) {  // chunks of 23 tokens and one padding token, i64 slots
+      const std::int64_t n = std::min<std::int64_t>(23, len - t0);
+      Tensor slots = zeros(DType::i64, {n + 1});
+      Tensor k = zeros(src, {n + 1, c.kv_heads, c.head_dim}), v = zeros(src, {n + 1, c.kv_heads, c.head_dim});
+      for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t pos = t0 + t;
+        slots.data_as<std::int64_t>()[t] = std::int64_t(block_tables.data_as<std::int32_t>()[std::int64_t(i) * width + pos / c.block_size]) * c.block_size + pos % c.block_size;
+      }
+      slots.data_as<std::int64_t>()[n] = -1;
+      const std::size_t bytes = std::size_t(n * c.kv_heads * c.head_dim) * bytes_of(src);
+      std::memcpy(k.data(), rows_of(s.k, t0, t0 + n).data(), bytes);  // both contiguous
+      std::memcpy(v.data(), rows_of(s.v, t0, t0 + n).data(), bytes);
+      const Status st = cache.write(slots, k, v);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    seqs.push_back(std::move(s));
+  }
+  return seqs;
+}
+
+TEST_P(PagedAttentionTest, CallerOwnedBlockTables) {
+  // Blocks the caller hands out and writes by slot, read through block
+  // tables: every cache type, decode (Sq 1, 4) and a prefill chunk (12),
+  // causal and a window; variable lengths; against the reference.
+  const std::int64_t hq = 8, hkv = 2, d = 64, width = 24;
+  std::uint64_t seed = 1900;
+  for (DType cache_dt : {DType::f32, DType::bf16, DType::i8}) {
+    const std::vector<std::int64_t> lengths = {300, 17, 40};
+    auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, 16) + 5, .block_size = 16, .kv_heads = hkv,
+                                               .head_dim = d, .dtype = cache_dt}));
+    Tensor tables;
+    const std::vector<Seq> seqs = write_with_own_blocks(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, width, tables, seed += 10);
+    EXPECT_EQ(cache->free_blocks(), cache->config().num_blocks);  // the cache's own allocator is untouched
+    const Tensor lens = i32_tensor({300, 17, 40});
+    const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
+    for (const AttentionAttrs attrs : {AttentionAttrs{.causal = true}, AttentionAttrs{}, AttentionAttrs{.causal = true, .window = 20}})
+      for (std::int64_t sq : {1, 4, 12}) {
+        SCOPED_TRACE(fmt::format("cache {} Sq={} causal {} window {}", to_string(cache_dt), sq, attrs.causal, attrs.window));
+        const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
+        const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
+        const ops::PlanPtr plan =
+            value_or_die(ops::PagedAttention::plan_block_tables(ctx_, cache, q.desc(), tables.desc(), lens.desc(), o.desc(), 512, attrs, lse.desc()));
+        const Status st = run_plan(ctx_, stream_, *plan, {q, tables, lens}, {o, lse});
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        const auto [o_ref, lse_ref] = paged_reference(q, {&seqs[0], &seqs[1], &seqs[2]}, attrs);
+        EXPECT_TRUE(close(o, o_ref, tol)) << "o, kernel " << plan->kernel();
+        EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse, kernel " << plan->kernel();
+      }
+    // Variable lengths: 1, 12 and 4 new queries; and the one-shot form.
+    const std::vector<std::int32_t> news = {1, 12, 4}, cu = {0, 1, 13, 17};
+    const Tensor q = random_tensor(DType::f32, {17, hq, d}, seed + 30, -2.0f, 2.0f), o = nan_tensor(DType::f32, {17, hq, d});
+    const ops::PlanPtr plan = value_or_die(
+        ops::PagedAttention::plan_block_tables(ctx_, cache, q.desc(), tables.desc(), lens.desc(), o.desc(), 512, {.causal = true}));
+    ASSERT_TRUE(run_plan(ctx_, stream_, *plan, {q, tables, lens, i32_tensor(cu)}, {o}).ok());
+    for (std::size_t b = 0; b < 3; ++b) {
+      const Tensor q_b = value_or_die(rows_of(q, cu[b], cu[b + 1]).reshape({1, news[b], hq, d}));
+      EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]),
+                        value_or_die(paged_reference(q_b, {&seqs[b]}, {.causal = true}).first.reshape({news[b], hq, d})), tol))
+          << "varlen row " << b;
+    }
+    const Tensor q1 = random_tensor(DType::f32, {3, 1, hq, d}, seed + 40, -2.0f, 2.0f), o1 = nan_tensor(DType::f32, {3, 1, hq, d});
+    ASSERT_TRUE(ops::paged_attention_block_tables(stream_, cache, q1, tables, lens, o1, {.causal = true}).ok());
+    EXPECT_TRUE(close(o1, paged_reference(q1, {&seqs[0], &seqs[1], &seqs[2]}, {.causal = true}).first, tol)) << "one-shot";
+  }
+}
+
+TEST(PagedAttentionErrors, BlockTablesAndSlots) {
+  Context ctx;
+  Stream stream(ctx);
+  const std::int64_t hq = 4, hkv = 2, d = 16;
+  auto cache = value_or_die(KvCache::create({.num_blocks = 4, .block_size = 16, .kv_heads = hkv, .head_dim = d}));
+  const Tensor k = random_tensor(DType::f32, {3, hkv, d}, 1);
+  // write: slots past the pool (64 slots), of the wrong type or count; nothing is written then.
+  const std::size_t pool_bytes = std::size_t(hkv * 4 * 16 * d) * sizeof(float);
+  std::vector<char> before(pool_bytes);
+  std::memcpy(before.data(), cache->k_pool(), pool_bytes);
+  EXPECT_TRUE(fails_naming(cache->write(i32_tensor({0, 64, 1}), k, k), "slots[1]"));
+  EXPECT_TRUE(fails_naming(cache->write(i32_tensor({0, 1}), k, k), "slots"));
+  EXPECT_TRUE(fails_naming(cache->write(zeros(DType::f32, {3}), k, k), "slots"));
+  EXPECT_TRUE(fails_naming(cache->write(i32_tensor({0, 1, 2}), k, zeros(DType::f32, {2, hkv, d})), "v"));
+  EXPECT_EQ(std::memcmp(before.data(), cache->k_pool(), pool_bytes), 0);
+  ASSERT_TRUE(cache->write(i32_tensor({63, -1, 0}), k, k).ok());
+  // Plan: block_tables i32 [B, W] with unit row stride, seq_lens i32 [B].
+  auto d4 = [](DType t, Shape s) { return TensorDesc::contiguous(t, s); };
+  const TensorDesc q = d4(DType::f32, {2, 1, hq, d}), tables = d4(DType::i32, {2, 3}), lens = d4(DType::i32, {2});
+  using ops::PagedAttention;
+  EXPECT_TRUE(PagedAttention::plan_block_tables(ctx, cache, q, tables, lens, q, 48).ok());
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, d4(DType::i64, {2, 3}), lens, q, 48), "block_tables"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, d4(DType::i32, {2}), lens, q, 48), "block_tables"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, d4(DType::i32, {3, 3}), lens, q, 48), "block_tables"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, TensorDesc{DType::i32, {2, 3}, {1, 2}}, lens, q, 48), "block_tables"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, tables, d4(DType::i32, {3}), q, 48), "seq_lens"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan_block_tables(ctx, cache, q, tables, d4(DType::i64, {2}), q, 48), "seq_lens"));
+  // Run: a block out of the pool, a length the table cannot hold, past max_kv_len, negative, fewer than the queries.
+  const ops::PlanPtr plan = value_or_die(PagedAttention::plan_block_tables(ctx, cache, q, tables, lens, q, 40));
+  const Tensor qt = random_tensor(DType::f32, {2, 1, hq, d}, 2), o = zeros(DType::f32, {2, 1, hq, d});
+  auto table2 = [](std::vector<std::int32_t> v) { return value_or_die(i32_tensor(v).reshape({2, 3})); };
+  EXPECT_TRUE(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 0, 0}), i32_tensor({33, 5})}, {o}).ok());
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 4, 3, 0, 0}), i32_tensor({33, 5})}, {o}), "block_tables[0, 2]"));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, -1, 0, 0}), i32_tensor({33, 5})}, {o}), "block_tables[1, 0]"));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 0, 0}), i32_tensor({5, 49})}, {o}), "seq_lens[1]"));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 0, 0}), i32_tensor({41, 5})}, {o}), "seq_lens[0]"));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 0, 0}), i32_tensor({-3, 5})}, {o}), "seq_lens[0]"));
+  EXPECT_TRUE(fails_mentioning(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 0, 0}), i32_tensor({0, 5})}, {o}), "seq_lens[0]"));
+  // A block past a sequence's length is not read, so not checked: 5 tokens take one block.
+  EXPECT_TRUE(run_plan(ctx, stream, *plan, {qt, table2({0, 1, 2, 3, 99, -7}), i32_tensor({33, 5})}, {o}).ok());
+}
+
 TEST_P(PagedAttentionTest, OneShotGrowingSequence) {
   // A sequence grows token by token from 61 to 67 tokens, across the
   // power-of-two boundary at 64 (the one-shot function re-plans for the next

@@ -99,6 +99,17 @@ struct PagedAttention {
                               const TensorDesc& seq_ids, const TensorDesc& o, std::int64_t max_kv_len,
                               const AttentionAttrs& attrs = {}, const std::optional<TensorDesc>& lse = {},
                               const std::optional<TensorDesc>& mask = {});
+  // Sequences whose blocks the caller manages (an engine's own block
+  // manager, vLLM's block tables; their keys and values written by
+  // KvCache::write): in place of seq_ids, block_tables i32 [B, max_blocks]
+  // (unit stride along a row) lists each sequence's blocks in order and
+  // seq_lens i32 [B] holds its length L. Inputs {q, block_tables, seq_lens,
+  // [cu_seqlens_q or mask]}. run() checks each length against max_kv_len and
+  // the table's width, and every block it reads against the pool.
+  static Result<PlanPtr> plan_block_tables(Context& ctx, std::shared_ptr<const KvCache> cache, const TensorDesc& q,
+                                           const TensorDesc& block_tables, const TensorDesc& seq_lens, const TensorDesc& o,
+                                           std::int64_t max_kv_len, const AttentionAttrs& attrs = {},
+                                           const std::optional<TensorDesc>& lse = {}, const std::optional<TensorDesc>& mask = {});
 };
 
 // One-shot: plans per power-of-two bucket of the longest sequence, so a
@@ -110,5 +121,9 @@ Status paged_attention(Stream& stream, const std::shared_ptr<const KvCache>& cac
 // `o, {}` ambiguous.)
 Status paged_attention_varlen(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
                               const Tensor& seq_ids, const Tensor& cu_seqlens_q, const Tensor& o, const AttentionAttrs& attrs = {});
+// Block tables the caller manages (PagedAttention::plan_block_tables), fixed lengths.
+Status paged_attention_block_tables(Stream& stream, const std::shared_ptr<const KvCache>& cache, const Tensor& q,
+                                    const Tensor& block_tables, const Tensor& seq_lens, const Tensor& o,
+                                    const AttentionAttrs& attrs = {});
 
 }  // namespace tessera::ops

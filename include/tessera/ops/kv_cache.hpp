@@ -3,6 +3,9 @@
 // tokens and, per sequence, a block table mapping its logical blocks to
 // physical ones (vLLM's PagedAttention block tables). Appending allocates blocks
 // as a sequence grows; releasing a sequence returns its blocks for reuse.
+// An engine with its own block manager uses the pool alone instead: it
+// writes tokens into the slots it chose (write) and passes its block tables
+// to PagedAttention::plan_block_tables.
 //
 // Storage per kv head: K pool [Hkv][blocks][block_size][D] and a V pool
 // shaped alike, so one head's tokens in a block are one run of memory, and a
@@ -50,6 +53,16 @@ class KvCache {
   // tokens, dropped before the accepted ones are appended.
   Status truncate(std::int32_t seq, std::int64_t length);
 
+  // Writes T tokens into slots the caller chose, for sequences whose blocks
+  // it manages itself (an engine's own block manager; attention reads them
+  // through PagedAttention::plan_block_tables): token t goes to block
+  // slots[t] / block_size, position slots[t] % block_size (vLLM's slot
+  // mapping). slots i32 or i64 [T]; a negative slot skips its token
+  // (padding). k and v as append's. A slot past the pool is an error, and
+  // nothing is written then. The cache's own sequences know nothing of such
+  // writes: a cache serves one of the two schemes.
+  Status write(const Tensor& slots, const Tensor& k, const Tensor& v);
+
   // Tokens held for `seq`; an error for an unknown or released id.
   Result<std::int64_t> length(std::int32_t seq) const;
   Result<std::span<const std::int32_t>> block_table(std::int32_t seq) const;
@@ -70,6 +83,11 @@ class KvCache {
   };
   KvCache(const KvCacheConfig& config, Tensor k, Tensor v);
   Result<const Sequence*> find(std::int32_t seq) const;
+  // k and v as append and write take them.
+  Status check_tokens(const Tensor& k, const Tensor& v) const;
+  // Token t of k and v into `offset` of `block` for every kv head; `row` is scratch.
+  void store_token(const Tensor& k, const Tensor& v, std::int64_t t, std::int64_t block, std::int64_t offset,
+                   std::vector<float>& row);
 
   KvCacheConfig config_;
   Tensor k_, v_;
