@@ -54,10 +54,13 @@ struct Unit {
   std::int64_t window = 0;  // AttentionAttrs::window: its tasks start at their first row's window
 };
 
-// The first key position p of a unit sees under its window (0 without one).
-std::int64_t window_start(const Unit& u, std::int64_t p) {
-  return u.window > 0 ? std::clamp<std::int64_t>(u.args.causal_offset + p - u.window + 1, 0, u.kv_len) : 0;
+// The first of kv_len keys that a query whose causal offset (its last
+// visible key) is `offset` sees under a window (0 without one).
+std::int64_t first_key_in_window(std::int64_t window, std::int64_t offset, std::int64_t kv_len) {
+  return window > 0 ? std::clamp<std::int64_t>(offset - window + 1, 0, kv_len) : 0;
 }
+// The first key position p of a unit sees.
+std::int64_t window_start(const Unit& u, std::int64_t p) { return first_key_in_window(u.window, u.args.causal_offset + p, u.kv_len); }
 
 // A sliding window as an additive mask in O(S) memory. Whether key t is in
 // position p's window depends only on t - p - the unit's causal offset, so
@@ -74,6 +77,10 @@ class WindowBand {
     if (window <= 0 || window >= max_keys) return;
     band_.assign(std::size_t(center_ + std::max<std::int64_t>(max_positions, 1) + 1), -std::numeric_limits<float>::infinity());
     std::fill(band_.begin() + std::max<std::int64_t>(0, center_ - window + 1), band_.begin() + center_ + 1, 0.0f);
+  }
+  // The first of kv_len keys a query with causal offset `offset` sees.
+  std::int64_t first_key(std::int64_t offset, std::int64_t kv_len) const {
+    return band_.empty() ? 0 : first_key_in_window(window_, offset, kv_len);
   }
   // Masks a unit (its causal offset set) with the window.
   void apply(Unit& u) const {
@@ -554,7 +561,7 @@ class PagedAttentionPlan final : public Plan {
     std::vector<Unit> units;
     for (std::int64_t b = 0; b < batch; ++b) {
       const std::int64_t sq = varlen_ ? cu[b + 1] - cu[b] : q.shape[1];
-      TESSERA_ASSIGN_OR_RETURN(const Sequence s, tables ? table_sequence(in, b) : cache_sequence(in, b));
+      TESSERA_ASSIGN_OR_RETURN(const Sequence s, tables ? table_sequence(in, b, sq) : cache_sequence(in, b));
       // Sequence b in errors.
       const auto name = [&] { return tables ? fmt::format("seq_lens[{}]: the sequence", b) : fmt::format("seq_ids[{}]: sequence {}", b, s.id); };
       if (s.length > max_kv_len_)
@@ -612,9 +619,11 @@ class PagedAttentionPlan final : public Plan {
     if (!length.ok()) return Status::invalid_argument(fmt::format("seq_ids[{}]: {}", b, length.status().message()));
     return Sequence{*length, cache_->block_table(id)->data(), id};
   }
-  // Row b of the caller's block tables, with seq_lens[b] tokens: the blocks
-  // it reads must be in the table and in the pool.
-  Result<Sequence> table_sequence(std::span<const Tensor> in, std::int64_t b) const {
+  // Row b of the caller's block tables, with seq_lens[b] tokens and sq new
+  // queries: the blocks it reads must be in the table and in the pool. Under
+  // a window those before the first query's window are not read, and not
+  // checked (an engine may have freed them).
+  Result<Sequence> table_sequence(std::span<const Tensor> in, std::int64_t b, std::int64_t sq) const {
     const TensorDesc &tables = inputs_[1], &lens = inputs_[2];
     const std::int64_t length = in[2].data_as<const std::int32_t>()[b * lens.strides[0]];
     const auto* table = in[1].data_as<const std::int32_t>() + b * tables.strides[0];
@@ -623,7 +632,7 @@ class PagedAttentionPlan final : public Plan {
     if (blocks > width)
       return Status::invalid_argument(fmt::format("seq_lens[{}]: {} tokens take {} blocks of {}, and block_tables rows hold {}", b,
                                                   length, blocks, bs, width));
-    for (std::int64_t j = 0; j < blocks; ++j)
+    for (std::int64_t j = window_.first_key(length - sq, length) / bs; j < blocks; ++j)
       if (table[j] < 0 || table[j] >= cache_->config().num_blocks)
         return Status::invalid_argument(fmt::format("block_tables[{}, {}]: block {} is not in the cache's [0, {})", b, j, table[j],
                                                     cache_->config().num_blocks));

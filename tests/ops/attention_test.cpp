@@ -1301,6 +1301,20 @@ TEST_P(PagedAttentionTest, CallerOwnedBlockTables) {
         EXPECT_TRUE(close(o, o_ref, tol)) << "o, kernel " << plan->kernel();
         EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse, kernel " << plan->kernel();
       }
+    // Under a window, blocks before the first query's window are not read: an
+    // engine may have freed them (-1 here for the 300-token sequence's first 17).
+    {
+      Tensor freed = clone(tables);
+      std::fill_n(freed.data_as<std::int32_t>(), 17, -1);
+      const AttentionAttrs attrs{.causal = true, .window = 20};
+      const Tensor q = random_tensor(DType::f32, {3, 1, hq, d}, seed + 20, -2.0f, 2.0f), o = nan_tensor(DType::f32, {3, 1, hq, d});
+      const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan_block_tables(ctx_, cache, q.desc(), freed.desc(), lens.desc(), o.desc(), 512, attrs));
+      const Status st = run_plan(ctx_, stream_, *plan, {q, freed, lens}, {o});
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      EXPECT_TRUE(close(o, paged_reference(q, {&seqs[0], &seqs[1], &seqs[2]}, attrs).first, tol)) << "freed blocks before the window";
+      std::fill_n(freed.data_as<std::int32_t>(), 18, -1);  // block 17 holds key 280, the window's first
+      EXPECT_TRUE(fails_mentioning(run_plan(ctx_, stream_, *plan, {q, freed, lens}, {o}), "block_tables[0, 17]"));
+    }
     // Variable lengths: 1, 12 and 4 new queries; and the one-shot form.
     const std::vector<std::int32_t> news = {1, 12, 4}, cu = {0, 1, 13, 17};
     const Tensor q = random_tensor(DType::f32, {17, hq, d}, seed + 30, -2.0f, 2.0f), o = nan_tensor(DType::f32, {17, hq, d});
