@@ -301,7 +301,8 @@ void add_softmax(std::vector<Case>& out) {
 }
 
 void add_reduce(std::vector<Case>& out) {
-  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::argmax, ops::ReduceOp::argmin})
+  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::min, ops::ReduceOp::argmax,
+                           ops::ReduceOp::argmin})
     for (int axis : {-1, 0})  // along each row, and down the columns
       for (DType dt : kFloatTypes)
         for (const Sized& s : kRowShapes)

@@ -8,6 +8,9 @@ namespace {
 bool floats(const ReduceProblem& p) { return is_floating(p.x) && is_floating(p.y) && p.length > 0; }
 bool rows_layout(const ReduceProblem& p) { return floats(p) && p.x_step == 1; }
 bool columns_layout(const ReduceProblem& p) { return floats(p) && p.x_stride == 1 && p.y_stride == 1; }
+// The AVX-512 rows have no min: it takes the AVX2 rows there.
+bool avx512_rows_layout(const ReduceProblem& p) { return rows_layout(p) && p.kind != ReduceKind::min; }
+bool avx512_columns_layout(const ReduceProblem& p) { return columns_layout(p) && p.kind != ReduceKind::min; }
 // argmax / argmin (an integer y) over contiguous rows.
 bool arg_rows_layout(const ReduceProblem& p) {
   return is_floating(p.x) && (p.y == DType::i32 || p.y == DType::i64) && p.x_step == 1 && p.length > 0;
@@ -29,8 +32,8 @@ ElementwiseTiling any_tiling(const ReduceProblem& p, const hw::Info& hw) {
 
 std::span<const KernelRow<ReduceFamily>> rows(ReduceFamily) {
   static const KernelRow<ReduceFamily> kRows[] = {
-      {"reduce_rows_avx512", hw::Isa::avx512, rows_layout, rows_tiling, avx512::reduce_rows},
-      {"reduce_columns_avx512", hw::Isa::avx512, columns_layout, columns_tiling, avx512::reduce_columns},
+      {"reduce_rows_avx512", hw::Isa::avx512, avx512_rows_layout, rows_tiling, avx512::reduce_rows},
+      {"reduce_columns_avx512", hw::Isa::avx512, avx512_columns_layout, columns_tiling, avx512::reduce_columns},
       {"reduce_rows_avx2", hw::Isa::avx2, rows_layout, rows_tiling, avx2::reduce_rows},
       {"reduce_columns_avx2", hw::Isa::avx2, columns_layout, columns_tiling, avx2::reduce_columns},
       {"reduce_arg_rows_avx2", hw::Isa::avx2, arg_rows_layout, rows_tiling, avx2::reduce_arg_rows},

@@ -6,7 +6,7 @@
 // end. Columns (x_stride == y_stride == 1): outputs lie side by side, and
 // vectors of them accumulate down the reduced axis with no horizontal work.
 // Sums add up in f64 (the AVX-512 rows kernel first add blocks of 32 terms per
-// lane in f32, far below where f32 rounding shows); max keeps a NaN; length 0
+// lane in f32, far below where f32 rounding shows); max and min keep a NaN; length 0
 // gives sums of 0 (the op layer rejects mean and max of nothing). argmax /
 // argmin write the index of the first extreme (a NaN the first extreme
 // found) to an integer y (i32 or i64).
@@ -17,9 +17,10 @@
 
 namespace tessera::kernels {
 
-enum class ReduceKind { sum, mean, max, argmax, argmin };
+enum class ReduceKind { sum, mean, max, min, argmax, argmin };
 
 struct ReduceProblem {
+  ReduceKind kind;
   DType x, y;
   std::int64_t outputs;  // in the whole op
   std::int64_t length;

@@ -12,6 +12,7 @@ std::string_view to_string(ReduceOp op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::mean: return "mean";
     case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
     case ReduceOp::argmax: return "argmax";
     case ReduceOp::argmin: return "argmin";
   }
@@ -24,6 +25,7 @@ kernels::ReduceKind kind_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::mean: return kernels::ReduceKind::mean;
     case ReduceOp::max: return kernels::ReduceKind::max;
+    case ReduceOp::min: return kernels::ReduceKind::min;
     case ReduceOp::argmax: return kernels::ReduceKind::argmax;
     case ReduceOp::argmin: return kernels::ReduceKind::argmin;
     default: return kernels::ReduceKind::sum;
@@ -105,7 +107,7 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
     if (!(attrs.keep_dims && i == axis)) ys.push_back(y.strides[i]);
 
   const auto outputs = split_last(collapse<2>(kept, {xs, ys}));
-  const kernels::ReduceProblem problem{x.dtype, y.dtype, y.numel(), length, x.strides[axis],
+  const kernels::ReduceProblem problem{kind_of(attrs.op), x.dtype, y.dtype, y.numel(), length, x.strides[axis],
                                        outputs.inner_strides[0], outputs.inner_strides[1]};
   const auto* row = kernels::select<kernels::ReduceFamily>(problem, ctx.isa());
   return PlanPtr(std::make_shared<ReducePlan>(x, y, attrs.op, length, x.strides[axis], row, row->tiling(problem, ctx.hw()), outputs));

@@ -10,7 +10,7 @@ namespace {
 
 using ops::ReduceOp;
 
-const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max};
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -45,7 +45,9 @@ class ReduceTest : public IsaTest {
 
 // Every op and dtype, the axis first, in the middle, last and negative, over
 // minimum, odd, typical (tokens x hidden) and large shapes; the larger ones
-// cross the column kernels' 512-output chunks and split across the pool.
+// cross the column kernels' chunks of outputs (512 at AVX-512, 4096 at
+// AVX2) and split across the pool; lengths past and between the AVX2 column
+// kernel's groups of 4 rows.
 TEST_P(ReduceTest, MatchesReference) {
   struct Case {
     Shape shape;
@@ -58,6 +60,7 @@ TEST_P(ReduceTest, MatchesReference) {
       {{2, 33, 1000}, {0, 1, -1}},
       {{16, 4096}, {0, -1}},
       {{8, 300, 513}, {0, 1, 2}},
+      {{37, 5000}, {0}},
   };
   for (ReduceOp op : kOps)
     for (DType dt : kFloatTypes)
@@ -107,9 +110,10 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
   EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32, 33)));
 }
 
-// max propagates NaN wherever it sits (first, middle, in a vector tail),
-// including before larger values; sum and mean propagate NaN and Inf by
-// arithmetic; a row of -inf has max -inf.
+// max and min propagate NaN wherever it sits (first, middle, in a vector
+// tail), including before larger values; sum and mean propagate NaN and Inf
+// by arithmetic; a row of -inf has max and min -inf, a row holding +inf
+// has min below it.
 TEST_P(ReduceTest, NaNAndInfinities) {
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(to_string(dt));
@@ -126,10 +130,12 @@ TEST_P(ReduceTest, NaNAndInfinities) {
       const Tensor rows = expect_matches_reference(x, {.op = op, .axis = 1});
       for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(detail::load(rows.data(), dt, r))) << r;
       EXPECT_EQ(detail::load(rows.data(), dt, 3), -kInf);
-      EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
+      if (op == ReduceOp::min) EXPECT_LT(detail::load(rows.data(), dt, 4), 2.0f);
+      else EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
       const Tensor cols_out = expect_matches_reference(x, {.op = op, .axis = 0});
       for (std::int64_t c = 0; c < cols; ++c) {
-        const bool nan_column = c == 0 || c == 20 || c == 36 || (c == 3 && op != ReduceOp::max);  // Inf + -Inf
+        const bool sums = op == ReduceOp::sum || op == ReduceOp::mean;
+        const bool nan_column = c == 0 || c == 20 || c == 36 || (c == 3 && sums);  // Inf + -Inf
         EXPECT_EQ(std::isnan(detail::load(cols_out.data(), dt, c)), nan_column) << c;
       }
     }
@@ -206,6 +212,11 @@ TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
   EXPECT_EQ(rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_" + isa);
   EXPECT_EQ(cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_" + isa);
   EXPECT_EQ(cols->op(), "max");
+  // min: the AVX2 rows at every level from AVX2 up (the AVX-512 rows have none).
+  auto min_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::min, .axis = 1}));
+  auto min_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::min, .axis = 0}));
+  EXPECT_EQ(min_rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_avx2");
+  EXPECT_EQ(min_cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_avx2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest, ::testing::ValuesIn(isa_levels()), isa_name);

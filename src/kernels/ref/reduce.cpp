@@ -27,13 +27,14 @@ void reduce(const ReduceArgs& a) {
     for (std::int64_t j = 0; j < a.n; ++j) store_int(a.y, a.y_dtype, j * a.y_stride, arg_extreme(a, j));
     return;
   }
+  const bool max = a.kind == ReduceKind::max, min = a.kind == ReduceKind::min;
   for (std::int64_t j = 0; j < a.n; ++j) {
-    double acc = a.kind == ReduceKind::max ? -std::numeric_limits<double>::infinity() : 0.0;
+    double acc = max ? -std::numeric_limits<double>::infinity() : min ? std::numeric_limits<double>::infinity() : 0.0;
     for (std::int64_t r = 0; r < a.length; ++r) {
       const double v = load(a.x, a.x_dtype, j * a.x_stride + r * a.x_step);
-      if (a.kind != ReduceKind::max)
+      if (!max && !min)
         acc += v;
-      else if (std::isnan(v) || v > acc)  // once NaN, nothing compares greater: NaN stays
+      else if (std::isnan(v) || (max ? v > acc : v < acc))  // once NaN, nothing compares past it: NaN stays
         acc = v;
     }
     if (a.kind == ReduceKind::mean) acc /= double(a.length);
