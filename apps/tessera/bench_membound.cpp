@@ -304,12 +304,14 @@ Result<Case> make_softmax(const Env& env, bool log) {
   return c;
 }
 
-Result<Case> make_reduce_sum(const Env& env) {
+// Sum over the last axis (a row per output) or the first (a column per
+// output: the outputs side by side, the rows streaming past them).
+Result<Case> make_reduce_sum(const Env& env, int axis) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
-  TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, {x.dim(0), 1}));
-  Case c{.name = "reduce_sum_last", .bytes = bytes_of({x, y})};
+  TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, axis == 0 ? Shape{1, x.dim(1)} : Shape{x.dim(0), 1}));
+  Case c{.name = axis == 0 ? "reduce_sum_first" : "reduce_sum_last", .bytes = bytes_of({x, y})};
   Stream& s = env.stream;
-  const ops::ReduceAttrs attrs{.op = ops::ReduceOp::sum, .axis = -1, .keep_dims = true};
+  const ops::ReduceAttrs attrs{.op = ops::ReduceOp::sum, .axis = axis, .keep_dims = true};
   c.impls.push_back({"tessera", [&s, x, y, attrs] { return ops::reduce(s, x, y, attrs); },
                      kernel_of(ops::Reduce::plan(env.ctx, x.desc(), y.desc(), attrs))});
   add_onednn(c, env, "reduction_sum", {x}, y);
@@ -466,7 +468,8 @@ std::vector<CaseMaker> case_makers() {
       {"residual_group_norm_silu_nhwc", make_residual_group_norm_silu},
       {"softmax", [](const Env& e) { return make_softmax(e, false); }},
       {"log_softmax", [](const Env& e) { return make_softmax(e, true); }},
-      {"reduce_sum_last", make_reduce_sum},
+      {"reduce_sum_last", [](const Env& e) { return make_reduce_sum(e, -1); }},
+      {"reduce_sum_first", [](const Env& e) { return make_reduce_sum(e, 0); }},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},
       {"concat_last", make_concat},
