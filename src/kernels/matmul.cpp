@@ -4,6 +4,12 @@
 
 namespace tessera::kernels {
 
+W8A8Quantizer w8a8_quantizer(hw::Isa ceiling) {
+  if (ceiling >= hw::Isa::avx512) return {"w8a8_quantize_rows_avx512", avx512::w8a8_quantize_rows};
+  if (ceiling >= hw::Isa::avx2) return {"w8a8_quantize_rows_avx2", avx2::w8a8_quantize_rows};
+  return {"w8a8_quantize_rows_ref", ref::w8a8_quantize_rows};
+}
+
 std::int64_t balanced_block(std::int64_t m, std::int64_t max_block, std::int64_t step) {
   const std::int64_t blocks = std::max<std::int64_t>(1, (m + max_block - 1) / max_block);
   return round_up(std::max<std::int64_t>(1, (m + blocks - 1) / blocks), step);

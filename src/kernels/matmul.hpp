@@ -177,6 +177,12 @@ namespace ref { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
 namespace avx2 { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
 namespace avx512 { TESSERA_W8A8_QUANTIZE(w8a8_quantize_rows); }
 #undef TESSERA_W8A8_QUANTIZE
+// The best pre-pass under an ISA ceiling, and its name.
+struct W8A8Quantizer {
+  const char* name;
+  decltype(&ref::w8a8_quantize_rows) run;
+};
+W8A8Quantizer w8a8_quantizer(hw::Isa ceiling);
 
 // The AMX rows' K slice: the tiling's k_block in whole steps, at most K's.
 static inline std::int64_t amx_k_slice(std::int64_t k_block, std::int64_t k, std::int64_t step) {

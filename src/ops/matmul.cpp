@@ -527,10 +527,7 @@ Result<PlanPtr> plan_linear(Context& ctx, const TensorDesc& a, const TensorDesc*
   spec.dynamic_rows = options.dynamic_rows;
   if (a_scales) spec.inputs.push_back(*a_scales), spec.names.push_back("a_scales");
   spec.a_prequantized = a_scales != nullptr;
-  if (options.quantize_activations)
-    spec.quantize_a = ctx.isa() >= hw::Isa::avx512 ? kernels::avx512::w8a8_quantize_rows
-                      : ctx.isa() >= hw::Isa::avx2  ? kernels::avx2::w8a8_quantize_rows
-                                                    : kernels::ref::w8a8_quantize_rows;
+  if (options.quantize_activations) spec.quantize_a = kernels::w8a8_quantizer(ctx.isa()).run;
   add_epilogue_inputs(spec);
   // Leading dims of a, c and the residual collapse (usually to one): the
   // last collapsed dim is M, the rest is the batch.

@@ -1,7 +1,9 @@
 #include "tessera/ops/quantize.hpp"
 
+#include <cstring>
 #include <vector>
 
+#include "kernels/matmul.hpp"
 #include "kernels/quantize.hpp"
 #include "ops/common.hpp"
 
@@ -222,6 +224,105 @@ Status dequantize(Stream& stream, const Tensor& x, const Tensor& scale, const st
   return run_quant(stream, "dequantize", x, scale, zero_point, y, attrs, [&] {
     return Dequantize::plan(stream.context(), x.desc(), scale.desc(), desc_of(zero_point), y.desc(), attrs);
   });
+}
+
+// ------------------------------------------------------------ QuantizeRows
+
+namespace {
+
+using QuantizeRowsRun = decltype(&kernels::ref::w8a8_quantize_rows);
+
+class QuantizeRowsPlan final : public Plan {
+ public:
+  // `rows`: x's leading dims walked with x's, y's and the scales' strides.
+  QuantizeRowsPlan(const TensorDesc& x, const TensorDesc& y, const TensorDesc& scales, std::string_view kernel, QuantizeRowsRun run,
+                   SplitDims<3> rows, std::int64_t grain)
+      : Plan(kernel, traffic_bytes({x, y, scales}), saturating_mul(3, x.numel())), descs_{x, y, scales}, run_(run), rows_(rows),
+        grain_(grain) {}
+
+  std::string_view op() const override { return "quantize_rows"; }
+
+  Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
+    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y", "scales"};
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
+    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 2), kOut));
+    for (std::size_t o = 0; o < 2; ++o) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[0], "x", false));
+    TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "scales", out[0], "y", false));
+    return stream.submit(op(), [&] {
+      const TensorDesc &x = descs_[0], &y = descs_[1];
+      const std::int64_t k = x.shape[x.rank() - 1], x_cs = x.strides[x.rank() - 1], y_cs = y.strides[y.rank() - 1];
+      // The kernels write whole 64-byte steps of a row (zero past K), and
+      // the scales side by side: in place where y's rows are back to back
+      // in whole steps and the scales contiguous, else through buffers of
+      // kBlock rows (a row copied with memcpy where y's columns are).
+      constexpr std::int64_t kBlock = 16;
+      const std::int64_t ldq = kernels::round_up(std::max<std::int64_t>(k, 1), 64);
+      const auto& st = rows_.inner_strides;
+      const bool rows_in_place = y_cs == 1 && st[1] == ldq && k == ldq, scales_in_place = st[2] == 1;
+      parallel_over(stream.pool(), rows_.outer, rows_.inner, grain_,
+                    [&](const std::array<std::int64_t, 3>& off, std::int64_t r0, std::int64_t r1) {
+                      std::vector<std::int8_t> q(rows_in_place ? 0 : std::size_t(kBlock * ldq));
+                      float scales[kBlock];
+                      for (std::int64_t b = r0; b < r1; b += kBlock) {
+                        const std::int64_t n = std::min(kBlock, r1 - b);
+                        kernels::MatmulArgs p{};
+                        p.a_dtype = x.dtype, p.k = k, p.a_row_stride = st[0], p.a_col_stride = x_cs;
+                        p.a = byte_ptr(in[0]) + (off[0] + b * st[0]) * bytes_of(x.dtype);
+                        auto* y_rows = static_cast<std::int8_t*>(out[0].data()) + off[1] + b * st[1];
+                        auto* s_rows = static_cast<float*>(out[1].data()) + off[2] + b * st[2];
+                        run_(p, 0, n, rows_in_place ? y_rows : q.data(), ldq, scales_in_place ? s_rows : scales);
+                        for (std::int64_t i = 0; i < n; ++i) {
+                          if (!scales_in_place) s_rows[i * st[2]] = scales[i];
+                          if (rows_in_place) continue;
+                          const std::int8_t* row = q.data() + i * ldq;
+                          if (y_cs == 1) std::memcpy(y_rows + i * st[1], row, std::size_t(k));
+                          else for (std::int64_t c = 0; c < k; ++c) y_rows[i * st[1] + c * y_cs] = row[c];
+                        }
+                      }
+                    });
+      return Status{};
+    });
+  }
+
+ private:
+  TensorDesc descs_[3];  // x, y, scales
+  QuantizeRowsRun run_;
+  SplitDims<3> rows_;
+  std::int64_t grain_;
+};
+
+}  // namespace
+
+Result<PlanPtr> QuantizeRows::plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const TensorDesc& scales) {
+  TESSERA_RETURN_IF_ERROR(x.validate("x"));
+  TESSERA_RETURN_IF_ERROR(y.validate("y"));
+  TESSERA_RETURN_IF_ERROR(scales.validate("scales"));
+  TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
+  TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
+  if (y.dtype != DType::i8) return Status::invalid_argument(fmt::format("y: dtype {} is not i8", to_string(y.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", x.shape, "x's shape"));
+  TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
+  if (scales.dtype != DType::f32) return Status::invalid_argument(fmt::format("scales: dtype {} is not f32", to_string(scales.dtype)));
+  const int r = x.rank();
+  Shape per_row = x.shape;
+  per_row[r - 1] = 1;
+  TESSERA_RETURN_IF_ERROR(check_same_shape(scales, "scales", per_row, "x's shape with K as 1"));
+  TESSERA_RETURN_IF_ERROR(check_writable(scales, "scales"));
+  Shape lead;
+  Strides xs, ys, ss;
+  for (int i = 0; i + 1 < r; ++i) lead.push_back(x.shape[i]), xs.push_back(x.strides[i]), ys.push_back(y.strides[i]), ss.push_back(scales.strides[i]);
+  const SplitDims<3> rows = split_last(collapse<3>(lead, {xs, ys, ss}));
+  const kernels::W8A8Quantizer quantizer = kernels::w8a8_quantizer(ctx.isa());
+  // Tasks of at least ~64 KiB of x.
+  const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(1, x.shape[r - 1] * bytes_of(x.dtype)));
+  return PlanPtr(std::make_shared<QuantizeRowsPlan>(x, y, scales, quantizer.name, quantizer.run, rows, grain));
+}
+
+Status quantize_rows(Stream& stream, const Tensor& x, const Tensor& y, const Tensor& scales) {
+  PlanKey key("quantize_rows", stream.context().isa());
+  key.add(x.desc()).add(y.desc()).add(scales.desc());
+  const Tensor in[] = {x}, out[] = {y, scales};
+  return run_cached(stream, key, [&] { return QuantizeRows::plan(stream.context(), x.desc(), y.desc(), scales.desc()); }, in, out);
 }
 
 }  // namespace tessera::ops

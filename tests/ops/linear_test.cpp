@@ -356,6 +356,54 @@ TEST_P(LinearTest, QuantizedActivations) {
   for (std::int64_t j = 0; j < n; ++j) EXPECT_EQ(c.data_as<float>()[j], c.data_as<float>()[n + j]) << j;
 }
 
+TEST_P(LinearTest, QuantizeRowsFeedsQuantizedLinear) {
+  // quantize_rows is quantize_activations' rule bit for bit, at this level and
+  // the reference's: f32 / bf16 / f16 rows, K short of and past 64-byte steps,
+  // rows of NaN, Inf and zeros, a transposed x, a y with gaps between rows,
+  // more rows than a block; and its output through quantized_linear equals
+  // linear with quantize_activations exactly.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (std::int64_t k : {7, 100, 128}) {
+      SCOPED_TRACE(fmt::format("{} k={}", to_string(dt), k));
+      const std::int64_t m = 37;
+      Tensor xf = random_tensor(DType::f32, {m, k}, 80, -4.0f, 4.0f);
+      xf.data_as<float>()[1 * k + k / 2] = __builtin_nanf("");
+      xf.data_as<float>()[2 * k] = -__builtin_inff();
+      std::fill_n(xf.data_as<float>() + 3 * k, k, 0.0f);
+      Tensor x = zeros(dt, {m, k});
+      ASSERT_TRUE(ops::cast(ref_stream_, xf, x).ok());
+      // K = 128: y's rows back to back in whole 64-byte steps, written in place.
+      Tensor y = k == 128 ? zeros(DType::i8, {m, k}) : padded_copy(zeros(DType::i8, {m, k})), s = zeros(DType::f32, {m, 1});
+      Tensor y_ref = zeros(DType::i8, {m, k}), s_ref = zeros(DType::f32, {m, 1});
+      const Status st = ops::quantize_rows(stream_, x, y, s);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(ops::quantize_rows(ref_stream_, x, y_ref, s_ref).ok());
+      for (std::int64_t i = 0; i < m; ++i) {
+        EXPECT_EQ(std::memcmp(y.data_as<std::int8_t>() + i * y.strides()[0], y_ref.data_as<std::int8_t>() + i * k, std::size_t(k)), 0) << i;
+        const float a = s.data_as<float>()[i], b = s_ref.data_as<float>()[i];
+        EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << i;
+      }
+      EXPECT_TRUE(std::isnan(s.data_as<float>()[1]) && std::isnan(s.data_as<float>()[2]));
+      EXPECT_EQ(s.data_as<float>()[3], 1.0f);
+      const std::int64_t n = 40;
+      const WeightsPtr w = make_weights(random_tensor(DType::f32, {k, n}, 81), DType::i8, {.group_size = 0});
+      Tensor c = zeros(DType::f32, {m, n}), expected = zeros(DType::f32, {m, n});
+      ASSERT_TRUE(ops::quantized_linear(stream_, y, s, w, c).ok());
+      ASSERT_TRUE(ops::linear(stream_, x, w, expected, {}, {.quantize_activations = true}).ok());
+      for (std::int64_t i = 0; i < m * n; ++i) {
+        const float a = c.data_as<float>()[i], b = expected.data_as<float>()[i];
+        ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << i << ": " << a << " vs " << b;
+      }
+    }
+  // A transposed, batched x.
+  const Tensor xt = value_or_die(random_tensor(DType::f32, {2, 70, 5}, 82).transpose(1, 2));
+  Tensor y = zeros(DType::i8, {2, 5, 70}), s = zeros(DType::f32, {2, 5, 1}), y_ref = zeros(DType::i8, {2, 5, 70}), s_ref = zeros(DType::f32, {2, 5, 1});
+  ASSERT_TRUE(ops::quantize_rows(stream_, xt, y, s).ok());
+  ASSERT_TRUE(ops::quantize_rows(ref_stream_, value_or_die(xt.contiguous()), y_ref, s_ref).ok());
+  EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), 700), 0);
+  EXPECT_EQ(std::memcmp(s.data(), s_ref.data(), 10 * sizeof(float)), 0);
+}
+
 TEST_P(LinearTest, ResidualMayBeTheOutput) {
   const WeightsPtr w = make_weights(random_tensor(DType::f32, {96, 40}, 18), DType::bf16);
   const Tensor a = random_tensor(DType::bf16, {33, 96}, 19);
@@ -523,6 +571,14 @@ TEST(LinearErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, i8_groups, qc), "w"));
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, nullptr, qc), "w"));
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, w8, d(DType::i32, {4, 16})), "c"));
+  // QuantizeRows
+  EXPECT_TRUE(value_or_die(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 96}), d(DType::f32, {4, 1}))) != nullptr);
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::i8, {4, 96}), d(DType::i8, {4, 96}), d(DType::f32, {4, 1})), "x"));
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::u8, {4, 96}), d(DType::f32, {4, 1})), "y"));
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 95}), d(DType::f32, {4, 1})), "y"));
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 96}), d(DType::f32, {4})), "scales"));
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 96}), d(DType::bf16, {4, 1})), "scales"));
+  EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 96}), TensorDesc{DType::f32, {4, 1}, {0, 1}}), "scales"));
   // pack_quantized_weights
   const Checkpoint c = checkpoint(DType::i8, 96, 16, 3, false, DType::f32, 57), u = checkpoint(DType::i4, 96, 16, 3, true, DType::f32, 58);
   EXPECT_TRUE(value_or_die(ops::pack_quantized_weights(DType::i4, u.q, u.scales, u.zero_points)) != nullptr);
