@@ -5,9 +5,11 @@
 // contiguous run into vector accumulators, reduced horizontally once at the
 // end. Columns (x_stride == y_stride == 1): outputs lie side by side, and
 // vectors of them accumulate down the reduced axis with no horizontal work.
-// Sums add up in f64 (the AVX-512 rows kernel first add blocks of 32 terms per
-// lane in f32, far below where f32 rounding shows); max and min keep a NaN; length 0
-// gives sums of 0 (the op layer rejects mean and max of nothing). argmax /
+// Sums add up in f64 (the SIMD kernels first add a few terms per lane in f32:
+// blocks of 32 along rows, groups of 4 rows down columns at AVX2; far below
+// where f32 rounding shows, but f32 range: terms near f32's largest may
+// overflow there); max and min keep a NaN; length 0 gives sums of 0 (the op
+// layer rejects mean, max and min of nothing). argmax /
 // argmin write the index of the first extreme (a NaN the first extreme
 // found) to an integer y (i32 or i64).
 #include <cstdint>

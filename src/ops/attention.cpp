@@ -67,15 +67,18 @@ std::int64_t window_start(const Unit& u, std::int64_t p) { return first_key_in_w
 // one band of 0s and -infs, read with a position stride of -1, serves every
 // row and unit: (p, t) reads band[t - p - offset + center], 0 where t - p -
 // offset is in (-window, 0]. center and the size keep the indices of units
-// of up to max_keys keys and max_positions positions inside the band. A
-// window that takes in max_keys hides nothing: no band (the mask cost 1.1-1.2x
-// at bf16 S 4096, 1 thread).
+// of up to max_keys keys and max_positions positions inside the band, with
+// kMargin more on each side: the bf16 flash rows pad a unit's rows to
+// groups of 32 and form (never read) mask addresses for positions past its
+// last. A window that takes in max_keys hides nothing: no band (the mask
+// cost 1.1-1.2x at bf16 S 4096, 1 thread).
 class WindowBand {
  public:
+  static constexpr std::int64_t kMargin = 64;
   WindowBand(std::int64_t window, std::int64_t max_keys, std::int64_t max_positions)
-      : window_(window), center_(std::max<std::int64_t>(max_keys, 1) - 1) {
+      : window_(window), center_(kMargin + std::max<std::int64_t>(max_keys, 1) - 1) {
     if (window <= 0 || window >= max_keys) return;
-    band_.assign(std::size_t(center_ + std::max<std::int64_t>(max_positions, 1) + 1), -std::numeric_limits<float>::infinity());
+    band_.assign(std::size_t(center_ + std::max<std::int64_t>(max_positions, 1) + kMargin), -std::numeric_limits<float>::infinity());
     std::fill(band_.begin() + std::max<std::int64_t>(0, center_ - window + 1), band_.begin() + center_ + 1, 0.0f);
   }
   // The first of kv_len keys a query with causal offset `offset` sees.
@@ -566,9 +569,9 @@ class PagedAttentionPlan final : public Plan {
       const auto name = [&] { return tables ? fmt::format("seq_lens[{}]: the sequence", b) : fmt::format("seq_ids[{}]: sequence {}", b, s.id); };
       if (s.length > max_kv_len_)
         return Status::invalid_argument(fmt::format("{} holds {} tokens, the plan was made for at most {}", name(), s.length, max_kv_len_));
-      if (s.length < sq)  // q's tokens are the sequence's last Sq, appended before the attention
-        return Status::invalid_argument(
-            fmt::format("{} holds {} tokens, fewer than q's {} new ones (append them to the cache first)", name(), s.length, sq));
+      if (s.length < sq)  // q's tokens are the sequence's last Sq, stored before the attention
+        return Status::invalid_argument(fmt::format("{} holds {} tokens, fewer than q's {} new ones ({} them to the cache first)", name(),
+                                                    s.length, sq, tables ? "write" : "append"));
       if (mask_keys_ > 0 && s.length > mask_keys_)
         return Status::invalid_argument(fmt::format("mask: covers {} keys, and {} holds {} tokens", mask_keys_, name(), s.length));
       if (sq == 0) continue;
@@ -759,6 +762,8 @@ Status run_paged_attention(Stream& stream, const std::shared_ptr<const KvCache>&
       if (tables) longest = std::max<std::int64_t>(longest, v);
       else if (auto n = cache->length(v); n.ok()) longest = std::max(longest, *n);
     }
+  // A length past what the tables hold is run()'s error; it must not size the plan first.
+  if (tables && in[1].rank() == 2) longest = std::min(longest, in[1].dim(1) * cache->config().block_size);
   std::int64_t bucket = 64;
   while (bucket < longest) bucket *= 2;
   PlanKey key("paged_attention", stream.context().isa());

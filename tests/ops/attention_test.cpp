@@ -428,6 +428,8 @@ TEST_P(AttentionTest, SlidingWindow) {
     for (std::int64_t window : {1, 17, 64, 299, 1000})
       check({.b = 2, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .window = window, .seed = seed++});
     check({.b = 1, .sq = 37, .skv = 200, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .window = 50, .seed = seed++});
+    // More queries than keys: the first 15 rows see none (zeros, lse -inf), the band read past its center.
+    check({.b = 2, .sq = 40, .skv = 25, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .window = 7, .seed = seed++});
     for (std::int64_t sq : {1, 4})
       for (std::int64_t window : {100, 1500})
         check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .window = window,
@@ -1327,9 +1329,31 @@ TEST_P(PagedAttentionTest, CallerOwnedBlockTables) {
                         value_or_die(paged_reference(q_b, {&seqs[b]}, {.causal = true}).first.reshape({news[b], hq, d})), tol))
           << "varlen row " << b;
     }
+    // The same with a window of 30 and the long sequence's blocks before it freed.
+    {
+      Tensor freed = clone(tables);
+      std::fill_n(freed.data_as<std::int32_t>(), 16, -1);  // its 12 queries' first window starts at key 259, block 16
+      const ops::PlanPtr windowed = value_or_die(ops::PagedAttention::plan_block_tables(ctx_, cache, q.desc(), freed.desc(), lens.desc(), o.desc(),
+                                                                                        512, {.causal = true, .window = 30}));
+      const Status st = run_plan(ctx_, stream_, *windowed, {q, freed, lens, i32_tensor({0, 12, 13, 17})}, {o});
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const std::vector<std::int32_t> n2 = {12, 1, 4}, cu2 = {0, 12, 13, 17};
+      for (std::size_t b = 0; b < 3; ++b) {
+        const Tensor q_b = value_or_die(rows_of(q, cu2[b], cu2[b + 1]).reshape({1, n2[b], hq, d}));
+        EXPECT_TRUE(close(rows_of(o, cu2[b], cu2[b + 1]),
+                          value_or_die(paged_reference(q_b, {&seqs[b]}, {.causal = true, .window = 30}).first.reshape({n2[b], hq, d})), tol))
+            << "varlen window row " << b;
+      }
+    }
     const Tensor q1 = random_tensor(DType::f32, {3, 1, hq, d}, seed + 40, -2.0f, 2.0f), o1 = nan_tensor(DType::f32, {3, 1, hq, d});
     ASSERT_TRUE(ops::paged_attention_block_tables(stream_, cache, q1, tables, lens, o1, {.causal = true}).ok());
     EXPECT_TRUE(close(o1, paged_reference(q1, {&seqs[0], &seqs[1], &seqs[2]}, {.causal = true}).first, tol)) << "one-shot";
+    ASSERT_TRUE(ops::paged_attention_block_tables(stream_, cache, q1, tables, lens, o1, {.causal = true, .window = 9}).ok());
+    EXPECT_TRUE(close(o1, paged_reference(q1, {&seqs[0], &seqs[1], &seqs[2]}, {.causal = true, .window = 9}).first, tol)) << "one-shot window";
+    // A length far past the tables (garbage in a padding row) is named, without a plan sized for it first.
+    EXPECT_TRUE(fails_mentioning(ops::paged_attention_block_tables(stream_, cache, q1, tables, i32_tensor({300, 2147483647, 40}), o1,
+                                                                   {.causal = true, .window = 9}),
+                                 "seq_lens[1]"));
   }
 }
 

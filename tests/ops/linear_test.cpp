@@ -395,13 +395,18 @@ TEST_P(LinearTest, QuantizeRowsFeedsQuantizedLinear) {
         ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << i << ": " << a << " vs " << b;
       }
     }
-  // A transposed, batched x.
+  // A transposed, batched x; then y transposed (a column stride of 5) and scales with gaps.
   const Tensor xt = value_or_die(random_tensor(DType::f32, {2, 70, 5}, 82).transpose(1, 2));
   Tensor y = zeros(DType::i8, {2, 5, 70}), s = zeros(DType::f32, {2, 5, 1}), y_ref = zeros(DType::i8, {2, 5, 70}), s_ref = zeros(DType::f32, {2, 5, 1});
   ASSERT_TRUE(ops::quantize_rows(stream_, xt, y, s).ok());
   ASSERT_TRUE(ops::quantize_rows(ref_stream_, value_or_die(xt.contiguous()), y_ref, s_ref).ok());
   EXPECT_EQ(std::memcmp(y.data(), y_ref.data(), 700), 0);
   EXPECT_EQ(std::memcmp(s.data(), s_ref.data(), 10 * sizeof(float)), 0);
+  Tensor y_t = zeros(DType::i8, {2, 70, 5}), s_gaps = zeros(DType::f32, {2, 5, 3});
+  const Tensor y_view = value_or_die(y_t.transpose(1, 2)), s_view = value_or_die(s_gaps.slice(2, 1, 2));
+  ASSERT_TRUE(ops::quantize_rows(stream_, xt, y_view, s_view).ok());
+  EXPECT_TRUE(close(y_view, y_ref, {.atol = 0, .rtol = 0, .min_cosine = 1}));
+  EXPECT_TRUE(close(s_view, s_ref, {.atol = 0, .rtol = 0, .min_cosine = 1}));
 }
 
 TEST_P(LinearTest, ResidualMayBeTheOutput) {

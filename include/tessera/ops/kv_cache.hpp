@@ -17,8 +17,8 @@
 // symmetric with one f32 scale per token and head (max|x| / 127, rounded to
 // nearest even, saturated).
 //
-// Not thread-safe: append and release must not run concurrently with each
-// other or with an attention that reads the cache.
+// Not thread-safe: append, write, truncate and release must not run
+// concurrently with each other or with an attention that reads the cache.
 #include <cstdint>
 #include <memory>
 #include <span>

@@ -55,20 +55,21 @@ struct Dequantize {
 
 Status quantize(Stream& stream, const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zero_point,
                 const Tensor& y, const QuantAttrs& attrs = {});
+Status dequantize(Stream& stream, const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zero_point,
+                  const Tensor& y, const QuantAttrs& attrs = {});
 
 // Dynamic per-token quantization, the rule of LinearOptions::quantize_activations
 // (bit for bit: the same kernels): each row of x [..., K] (f32, f16, bf16)
-// to y i8 (x's shape) = clamp(rne(x / scale), -127, 127) with scale = max|x|
-// / 127 in scales (f32, x's shape with K as 1); 1 for an all-zero row, NaN
-// for a row holding NaN or Inf (its y is then meaningless). For
-// QuantizedLinear: activations quantized once for the several linears that
-// read them (q, k and v; gate and up).
+// to y i8 (x's shape) = clamp(rne(x * (1 / scale)), -127, 127) (a multiply
+// by the reciprocal, unlike quantize's division) with scale = max|x| / 127
+// in scales (f32, x's shape with K as 1); 1 for an all-zero row, NaN for a
+// row holding NaN or Inf (its y is then meaningless). For QuantizedLinear:
+// activations quantized once for the several linears that read them (q, k
+// and v; gate and up).
 struct QuantizeRows {
   // Inputs {x}, outputs {y, scales}.
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const TensorDesc& scales);
 };
 Status quantize_rows(Stream& stream, const Tensor& x, const Tensor& y, const Tensor& scales);
-Status dequantize(Stream& stream, const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zero_point,
-                  const Tensor& y, const QuantAttrs& attrs = {});
 
 }  // namespace tessera::ops
