@@ -167,10 +167,7 @@ Status KvCache::write(const Tensor& slots, const Tensor& k, const Tensor& v) {
   if (!slots.defined() || (slots.dtype() != DType::i32 && slots.dtype() != DType::i64) || slots.rank() != 1 || slots.dim(0) != tokens)
     return Status::invalid_argument(fmt::format("slots: {} is not i32 or i64 [T = {}] (k's tokens)",
                                                 slots.defined() ? slots.desc().to_string() : "no tensor", tokens));
-  const auto slot_of = [&](std::int64_t t) {
-    const std::int64_t i = t * slots.strides()[0];
-    return slots.dtype() == DType::i32 ? std::int64_t(slots.data_as<const std::int32_t>()[i]) : slots.data_as<const std::int64_t>()[i];
-  };
+  const auto slot_of = [&](std::int64_t t) { return detail::load_index(slots.data(), slots.dtype(), t * slots.strides()[0]); };
   for (std::int64_t t = 0; t < tokens; ++t)  // all checked before anything is written
     if (slot_of(t) >= pool_slots)
       return Status::invalid_argument(fmt::format("slots[{}]: {} is past the pool's {} slots (num_blocks {} x block_size {})", t,

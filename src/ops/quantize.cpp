@@ -313,8 +313,8 @@ Result<PlanPtr> QuantizeRows::plan(Context& ctx, const TensorDesc& x, const Tens
   for (int i = 0; i + 1 < r; ++i) lead.push_back(x.shape[i]), xs.push_back(x.strides[i]), ys.push_back(y.strides[i]), ss.push_back(scales.strides[i]);
   const SplitDims<3> rows = split_last(collapse<3>(lead, {xs, ys, ss}));
   const kernels::W8A8Quantizer quantizer = kernels::w8a8_quantizer(ctx.isa());
-  // Tasks of at least ~64 KiB of x.
-  const std::int64_t grain = std::max<std::int64_t>(1, (64 << 10) / std::max<std::int64_t>(1, x.shape[r - 1] * bytes_of(x.dtype)));
+  const std::int64_t grain =
+      kernels::row_tiling({x.dtype, y.dtype, scales.dtype, rows.outer.numel() * rows.inner, x.shape[r - 1], true}, ctx.hw()).rows_per_task;
   return PlanPtr(std::make_shared<QuantizeRowsPlan>(x, y, scales, quantizer.name, quantizer.run, rows, grain));
 }
 
