@@ -132,7 +132,9 @@ class GemmPlan final : public Plan {
     std::string tuning_key;  // "": the row has no tiling to tune
     // LinearOptions::dynamic_rows: a and c (and the residual) are 2-D and
     // may come with fewer rows than g.m; the bytes and FLOPs stay g.m's.
+    // a_scales_per_row: QuantizedLinear's a_scales are [g.m, 1], so theirs too.
     bool dynamic_rows = false;
+    bool a_scales_per_row = false;
   };
 
   explicit GemmPlan(Spec s)
@@ -177,6 +179,7 @@ class GemmPlan final : public Plan {
         return Status::invalid_argument(fmt::format("{}: a: shape {}: a dynamic-rows plan takes [M <= {}, {}]", op(),
                                                     in[0].shape().to_string(), s_.g.m, s_.g.k));
       inputs[0].shape[0] = c.shape[0] = g.m;
+      if (s_.a_scales_per_row) inputs[1].shape[0] = g.m;
       if (s_.epilogue.residual) inputs.back().shape[0] = g.m;
     }
     TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, inputs, s_.names));
@@ -497,6 +500,8 @@ Result<PlanPtr> plan_linear(Context& ctx, const TensorDesc& a, const TensorDesc*
   if (!a_scales) TESSERA_RETURN_IF_ERROR(check_float(a, "a"));
   else if (a.dtype != DType::i8)
     return Status::invalid_argument(fmt::format("a: dtype {}: quantized activations are i8", to_string(a.dtype)));
+  else if (options.quantize_activations)
+    return Status::invalid_argument("options.quantize_activations: quantized_linear's a is quantized already");
   TESSERA_RETURN_IF_ERROR(check_float(c, "c"));
   TESSERA_RETURN_IF_ERROR(check_rank(a, "a", 1));
   const std::int64_t k = a.shape[a.rank() - 1], n = w->n();
@@ -526,6 +531,7 @@ Result<PlanPtr> plan_linear(Context& ctx, const TensorDesc& a, const TensorDesc*
   GemmPlan::Spec spec{.op = a_scales ? "quantized_linear" : "linear", .inputs = {a}, .names = {"a"}, .c = c, .epilogue = epilogue, .weights = w};
   spec.dynamic_rows = options.dynamic_rows;
   if (a_scales) spec.inputs.push_back(*a_scales), spec.names.push_back("a_scales");
+  spec.a_scales_per_row = options.dynamic_rows && a_scales && a_scales->rank() == 2 && a_scales->shape[0] == a.shape[0];
   spec.a_prequantized = a_scales != nullptr;
   if (options.quantize_activations) spec.quantize_a = kernels::w8a8_quantizer(ctx.isa()).run;
   add_epilogue_inputs(spec);
@@ -555,23 +561,34 @@ Result<PlanPtr> Linear::plan(Context& ctx, const TensorDesc& a, WeightsPtr w, co
 }
 
 Result<PlanPtr> QuantizedLinear::plan(Context& ctx, const TensorDesc& a, const TensorDesc& a_scales, WeightsPtr w,
-                                      const TensorDesc& c, const Epilogue& epilogue) {
-  return plan_linear(ctx, a, &a_scales, std::move(w), c, epilogue, {});
+                                      const TensorDesc& c, const Epilogue& epilogue, const LinearOptions& options) {
+  return plan_linear(ctx, a, &a_scales, std::move(w), c, epilogue, options);
 }
+
+namespace {
+
+// Dynamic shapes: 2-D activations are planned for their bucket of rows
+// (Context::token_bucket), so every token count of a bucket shares a plan.
+// The rows planned (a's and c's descs set to them, options.dynamic_rows
+// on), or -1 for a plan of a's own rows.
+std::int64_t bucket_rows(Context& ctx, const Tensor& a, const Tensor& c, const EpilogueTensors& e, TensorDesc& a_desc,
+                         TensorDesc& c_desc, LinearOptions& options) {
+  const bool two_d = a.rank() == 2 && c.rank() == 2 && (!e.residual.defined() || e.residual.rank() == 2);
+  const std::int64_t bucket = two_d ? ctx.token_bucket(a.dim(0)) : 0;
+  if (bucket == 0) return -1;
+  a_desc.shape[0] = c_desc.shape[0] = bucket;
+  options.dynamic_rows = true;
+  return bucket;
+}
+
+}  // namespace
 
 Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor& c, const EpilogueTensors& e,
               const LinearOptions& options) {
   Context& ctx = stream.context();
-  // Dynamic shapes: 2-D activations are planned for their bucket of rows
-  // (Context::token_bucket), so every token count of a bucket shares a plan.
   LinearOptions opt = options;
   TensorDesc a_desc = a.desc(), c_desc = c.desc();
-  std::int64_t planned_rows = -1;
-  const bool two_d = a.rank() == 2 && c.rank() == 2 && (!e.residual.defined() || e.residual.rank() == 2);
-  if (const std::int64_t bucket = two_d ? ctx.token_bucket(a.dim(0)) : 0; bucket > 0) {
-    planned_rows = a_desc.shape[0] = c_desc.shape[0] = bucket;
-    opt.dynamic_rows = true;
-  }
+  const std::int64_t planned_rows = bucket_rows(ctx, a, c, e, a_desc, c_desc, opt);
   std::vector<Tensor> in = {a};
   PlanKey key("linear", ctx.isa());
   // The weights by identity: the plan holds them, so the address stays theirs while the entry lives.
@@ -584,12 +601,20 @@ Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor
 
 Status quantized_linear(Stream& stream, const Tensor& a, const Tensor& a_scales, const WeightsPtr& w, const Tensor& c,
                         const EpilogueTensors& e) {
+  Context& ctx = stream.context();
+  LinearOptions opt;
+  TensorDesc a_desc = a.desc(), s_desc = a_scales.desc(), c_desc = c.desc();
+  const std::int64_t planned_rows = bucket_rows(ctx, a, c, e, a_desc, c_desc, opt);
+  // Per-token scales [M, 1] follow the rows (one per token also at M = 1:
+  // the same values either way).
+  if (planned_rows >= 0 && s_desc.rank() == 2 && s_desc.shape[0] == a.dim(0)) s_desc.shape[0] = planned_rows;
   std::vector<Tensor> in = {a, a_scales};
-  PlanKey key("quantized_linear", stream.context().isa());
-  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(a.desc()).add(a_scales.desc()).add(c.desc());
-  const Epilogue ep = add_epilogue(e, in, key);
+  PlanKey key("quantized_linear", ctx.isa());
+  key.add(std::int64_t(reinterpret_cast<std::intptr_t>(w.get()))).add(std::int64_t(opt.dynamic_rows));
+  key.add(a_desc).add(s_desc).add(c_desc);
+  const Epilogue ep = add_epilogue(e, in, key, planned_rows);
   const Tensor out[] = {c};
-  return run_cached(stream, key, [&] { return QuantizedLinear::plan(stream.context(), a.desc(), a_scales.desc(), w, c.desc(), ep); }, in, out);
+  return run_cached(stream, key, [&] { return QuantizedLinear::plan(ctx, a_desc, s_desc, w, c_desc, ep, opt); }, in, out);
 }
 
 }  // namespace tessera::ops

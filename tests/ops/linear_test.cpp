@@ -576,6 +576,7 @@ TEST(LinearErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, i8_groups, qc), "w"));
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, nullptr, qc), "w"));
   EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, w8, d(DType::i32, {4, 16})), "c"));
+  EXPECT_TRUE(fails_naming(ops::QuantizedLinear::plan(ctx, qa, qs, w8, qc, {}, {.quantize_activations = true}), "options.quantize_activations"));
   // QuantizeRows
   EXPECT_TRUE(value_or_die(ops::QuantizeRows::plan(ctx, d(DType::f32, {4, 96}), d(DType::i8, {4, 96}), d(DType::f32, {4, 1}))) != nullptr);
   EXPECT_TRUE(fails_naming(ops::QuantizeRows::plan(ctx, d(DType::i8, {4, 96}), d(DType::i8, {4, 96}), d(DType::f32, {4, 1})), "x"));

@@ -44,6 +44,33 @@ TEST_P(DynamicLinearTest, BucketedOneShotMatchesExactPlans) {
 INSTANTIATE_TEST_SUITE_P(Weights, DynamicLinearTest, ::testing::Values(DType::f32, DType::bf16, DType::i8),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// quantize_rows then quantized_linear, as a W8A8 serving loop runs them:
+// the linear's buckets as linear()'s, with scales per token (rows of their
+// own) and per tensor (broadcast).
+TEST(DynamicShapesTest, BucketedQuantizedLinearMatchesExactPlans) {
+  const std::int64_t k = 96, n = 80;
+  const ops::WeightsPtr w =
+      value_or_die(ops::quantize_weights(random_tensor(DType::f32, {k, n}, 7), {.dtype = DType::i8, .group_size = 0}));
+  Context bucketed({.token_bucket = 16}), exact;
+  Stream s(bucketed), s_exact(exact);
+  Tensor bias = random_tensor(DType::f32, {n}, 8), tensor_scale = random_tensor(DType::f32, {1}, 9, 0.001f, 0.02f);
+  for (std::int64_t m : {1, 5, 9, 16, 17, 33}) {
+    Tensor x = random_tensor(DType::f32, {m, k}, std::uint64_t(m)), a = zeros(DType::i8, {m, k}), a_scales = zeros(DType::f32, {m, 1});
+    ASSERT_TRUE(ops::quantize_rows(s_exact, x, a, a_scales).ok()) << m;
+    const ops::EpilogueTensors e{.activation = ops::Activation::silu, .bias = bias, .residual = random_tensor(DType::f32, {m, n}, 99)};
+    for (const Tensor& scales : {a_scales, tensor_scale}) {
+      Tensor c = zeros(DType::f32, {m, n}), ref = zeros(DType::f32, {m, n});
+      const Status st = ops::quantized_linear(s, a, scales, w, c, e);
+      ASSERT_TRUE(st.ok()) << m << ": " << st.to_string();
+      ASSERT_TRUE(ops::quantized_linear(s_exact, a, scales, w, ref, e).ok()) << m;
+      EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, k))) << m << " scales " << scales.shape().to_string();
+    }
+  }
+  // Buckets 1, 8, 16, 32, 48 for six counts, per scale form.
+  EXPECT_EQ(bucketed.plans().stats().misses, 10);
+  EXPECT_EQ(bucketed.plans().stats().hits, 2);
+}
+
 TEST(DynamicShapesTest, DynamicRowsPlanChecksItsRows) {
   Context ctx;
   Stream s(ctx);
@@ -64,6 +91,34 @@ TEST(DynamicShapesTest, DynamicRowsPlanChecksItsRows) {
                                                          TensorDesc::contiguous(DType::f32, {2, 8, 16}), {}, {.dynamic_rows = true});
   ASSERT_FALSE(batched.ok());
   EXPECT_NE(batched.status().message().find("options.dynamic_rows"), std::string::npos) << batched.status().to_string();
+}
+
+// A dynamic-rows QuantizedLinear plan: per-token scales take a's rows,
+// a scale for the tensor stays [1].
+TEST(DynamicShapesTest, DynamicRowsQuantizedLinearTakesItsScalesRows) {
+  Context ctx;
+  Stream s(ctx);
+  const std::int64_t k = 32, n = 16;
+  const ops::WeightsPtr w =
+      value_or_die(ops::quantize_weights(random_tensor(DType::f32, {k, n}, 1), {.dtype = DType::i8, .group_size = 0}));
+  const TensorDesc a8 = TensorDesc::contiguous(DType::i8, {8, k}), c8 = TensorDesc::contiguous(DType::f32, {8, n});
+  const ops::PlanPtr per_token =
+      value_or_die(ops::QuantizedLinear::plan(ctx, a8, TensorDesc::contiguous(DType::f32, {8, 1}), w, c8, {}, {.dynamic_rows = true}));
+  const ops::PlanPtr per_tensor =
+      value_or_die(ops::QuantizedLinear::plan(ctx, a8, TensorDesc::contiguous(DType::f32, {1}), w, c8, {}, {.dynamic_rows = true}));
+  Tensor x = random_tensor(DType::f32, {3, k}, 2), a = zeros(DType::i8, {3, k}), scales = zeros(DType::f32, {3, 1});
+  ASSERT_TRUE(ops::quantize_rows(s, x, a, scales).ok());
+  Tensor c = zeros(DType::f32, {3, n}), ref = zeros(DType::f32, {3, n});
+  ASSERT_TRUE(per_token->run(s, {a, scales}, {c}).ok());
+  ASSERT_TRUE(ops::quantized_linear(s, a, scales, w, ref).ok());
+  EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, k)));
+  const Status wrong = per_token->run(s, {a, zeros(DType::f32, {8, 1})}, {c});
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("a_scales"), std::string::npos) << wrong.to_string();
+  Tensor one = random_tensor(DType::f32, {1}, 3, 0.001f, 0.02f);
+  ASSERT_TRUE(per_tensor->run(s, {a, one}, {c}).ok());
+  ASSERT_TRUE(ops::quantized_linear(s, a, one, w, ref).ok());
+  EXPECT_TRUE(close(c, ref, tolerance_for(DType::f32, k)));
 }
 
 TEST(DynamicShapesTest, WarmupFillsThePlanCache) {

@@ -121,7 +121,8 @@ struct LinearOptions {
   bool quantize_activations = false;
   // A plan for a dynamic number of rows: a, c and the residual are 2-D
   // [M, .] and run() takes any M' <= M rows (bytes and FLOPs stay M's). The
-  // one-shot linear() makes such plans when Context::token_bucket is on.
+  // one-shots linear() and quantized_linear() make such plans when
+  // Context::token_bucket is on.
   bool dynamic_rows = false;
 };
 
@@ -148,8 +149,10 @@ Status linear(Stream& stream, const Tensor& a, const WeightsPtr& w, const Tensor
 // -128 is read as -127.
 struct QuantizedLinear {
   // Inputs {a, a_scales, [bias], [residual]}, outputs {c}; c [..., N] f32 or bf16.
+  // options.dynamic_rows as Linear's, per-token a_scales [M, 1] taking the
+  // rows a brings; options.quantize_activations is refused (a is int8).
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& a, const TensorDesc& a_scales, WeightsPtr w,
-                              const TensorDesc& c, const Epilogue& epilogue = {});
+                              const TensorDesc& c, const Epilogue& epilogue = {}, const LinearOptions& options = {});
 };
 
 Status quantized_linear(Stream& stream, const Tensor& a, const Tensor& a_scales, const WeightsPtr& w, const Tensor& c,

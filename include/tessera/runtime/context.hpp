@@ -22,9 +22,10 @@ struct ContextOptions {
   int threads = 0;                  // 0: one per core
   std::optional<hw::Isa> isa;       // unset: TESSERA_ISA, else the machine's best
   std::size_t plan_cache_capacity = 1024;
-  // Dynamic shapes: one-shot linear() on 2-D activations [tokens, K] plans
-  // for the token count's bucket — the next power of two up to this, then
-  // the next multiple of it — so every count of a bucket shares one plan.
+  // Dynamic shapes: one-shot linear() and quantized_linear() on 2-D
+  // activations [tokens, K] plan for the token count's bucket — the next
+  // power of two up to this, then the next multiple of it — so every count
+  // of a bucket shares one plan.
   // 0: a plan per count.
   std::int64_t token_bucket = 0;
   std::string tuning_file;          // "": TuningStore::default_path()
