@@ -304,14 +304,16 @@ Result<Case> make_softmax(const Env& env, bool log) {
   return c;
 }
 
-// Sum over the last axis (a row per output) or the first (a column per
-// output: the outputs side by side, the rows streaming past them).
-Result<Case> make_reduce_sum(const Env& env, int axis) {
+// Sum over the last axis (a row per output), the first (a column per
+// output: the outputs side by side, the rows streaming past them), or both
+// (one output: the run cut into parts for the cores).
+Result<Case> make_reduce_sum(const Env& env, std::vector<int> axes) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
-  TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, axis == 0 ? Shape{1, x.dim(1)} : Shape{x.dim(0), 1}));
-  Case c{.name = axis == 0 ? "reduce_sum_first" : "reduce_sum_last", .bytes = bytes_of({x, y})};
+  const bool first = axes.size() == 1 && axes[0] == 0, last = axes.size() == 1 && !first;
+  TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, {last ? x.dim(0) : 1, first ? x.dim(1) : 1}));
+  Case c{.name = first ? "reduce_sum_first" : last ? "reduce_sum_last" : "reduce_sum_all", .bytes = bytes_of({x, y})};
   Stream& s = env.stream;
-  const ops::ReduceAttrs attrs{.op = ops::ReduceOp::sum, .axis = axis, .keep_dims = true};
+  const ops::ReduceAttrs attrs{.op = ops::ReduceOp::sum, .axes = std::move(axes), .keep_dims = true};
   c.impls.push_back({"tessera", [&s, x, y, attrs] { return ops::reduce(s, x, y, attrs); },
                      kernel_of(ops::Reduce::plan(env.ctx, x.desc(), y.desc(), attrs))});
   add_onednn(c, env, "reduction_sum", {x}, y);
@@ -468,8 +470,9 @@ std::vector<CaseMaker> case_makers() {
       {"residual_group_norm_silu_nhwc", make_residual_group_norm_silu},
       {"softmax", [](const Env& e) { return make_softmax(e, false); }},
       {"log_softmax", [](const Env& e) { return make_softmax(e, true); }},
-      {"reduce_sum_last", [](const Env& e) { return make_reduce_sum(e, -1); }},
-      {"reduce_sum_first", [](const Env& e) { return make_reduce_sum(e, 0); }},
+      {"reduce_sum_last", [](const Env& e) { return make_reduce_sum(e, {-1}); }},
+      {"reduce_sum_first", [](const Env& e) { return make_reduce_sum(e, {0}); }},
+      {"reduce_sum_all", [](const Env& e) { return make_reduce_sum(e, {0, 1}); }},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},
       {"concat_last", make_concat},

@@ -312,10 +312,27 @@ void add_reduce(std::vector<Case>& out) {
                            const int reduced = axis < 0 ? 1 : 0;
                            const bool indices = op == ops::ReduceOp::argmax || op == ops::ReduceOp::argmin;
                            const TensorDesc y = desc(indices ? DType::i64 : dt, {s.shape[1 - reduced]});
-                           const ops::ReduceAttrs attrs{.op = op, .axis = axis};
+                           const ops::ReduceAttrs attrs{.op = op, .axes = {axis}};
                            return Problem{[=, xd = x.desc()](Context& ctx) { return ops::Reduce::plan(ctx, xd, y, attrs); },
                                           {x},
                                           {{"y", y, tolerance_for(dt, s.shape[reduced])}}};
+                         }});
+  // Several axes: NCHW per-channel statistics (N, H and W: two passes) and
+  // a global average pool (H and W: one).
+  const Sized kNchw[] = {{Size::min, {1, 1, 1, 1}}, {Size::odd, {3, 5, 7, 9}}, {Size::typical, {2, 320, 32, 32}}, {Size::large, {4, 512, 64, 64}}};
+  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::min})
+    for (bool stats : {true, false})
+      for (DType dt : kFloatTypes)
+        for (const Sized& s : kNchw)
+          out.push_back({fmt::format("reduce_{}_{}", ops::to_string(op), stats ? "nhw" : "hw"), str(dt), s.shape.to_string(), s.size,
+                         [=]() -> Result<Problem> {
+                           TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 20, -2.0f, 2.0f));
+                           const TensorDesc y = desc(dt, {stats ? 1 : s.shape[0], s.shape[1], 1, 1});
+                           const ops::ReduceAttrs attrs{.op = op, .axes = stats ? std::vector{0, 2, 3} : std::vector{2, 3}, .keep_dims = true};
+                           const std::int64_t count = (stats ? s.shape[0] : 1) * s.shape[2] * s.shape[3];
+                           return Problem{[=, xd = x.desc()](Context& ctx) { return ops::Reduce::plan(ctx, xd, y, attrs); },
+                                          {x},
+                                          {{"y", y, tolerance_for(dt, count)}}};
                          }});
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -14,11 +15,23 @@ const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp:
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// x's shape with `axis` (already non-negative) removed, or kept as 1.
-Shape reduced(const Shape& x, int axis, bool keep_dims) {
+// Non-negative dims for axes (negative from the end); all of x for none.
+std::vector<int> positive(const std::vector<int>& axes, int rank) {
+  std::vector<int> out;
+  for (int a : axes) out.push_back(a < 0 ? a + rank : a);
+  if (axes.empty())
+    for (int i = 0; i < rank; ++i) out.push_back(i);
+  return out;
+}
+
+bool has(const std::vector<int>& dims, int i) { return std::find(dims.begin(), dims.end(), i) != dims.end(); }
+
+// x's shape with the axes removed, or kept as 1.
+Shape reduced(const Shape& x, const std::vector<int>& axes, bool keep_dims) {
+  const std::vector<int> dims = positive(axes, x.rank());
   Shape s;
   for (int i = 0; i < x.rank(); ++i) {
-    if (i != axis)
+    if (!has(dims, i))
       s.push_back(x[i]);
     else if (keep_dims)
       s.push_back(1);
@@ -26,19 +39,23 @@ Shape reduced(const Shape& x, int axis, bool keep_dims) {
   return s;
 }
 
-int positive(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+// The count of elements each output reduces.
+std::int64_t reduced_count(const Shape& x, const std::vector<int>& axes) {
+  std::int64_t n = 1;
+  for (int d : positive(axes, x.rank())) n *= x[d];
+  return n;
+}
 
 class ReduceTest : public IsaTest {
  protected:
   // Reduces x at this ISA and at scalar into fresh outputs, compares them,
   // and returns this ISA's result.
   Tensor expect_matches_reference(const Tensor& x, const ops::ReduceAttrs& attrs) {
-    const int axis = positive(attrs.axis, x.rank());
-    const Shape ys = reduced(x.shape(), axis, attrs.keep_dims);
+    const Shape ys = reduced(x.shape(), attrs.axes, attrs.keep_dims);
     Tensor y = zeros(x.dtype(), ys), ref = zeros(x.dtype(), ys);
     EXPECT_TRUE(ops::reduce(stream_, x, y, attrs).ok());
     EXPECT_TRUE(ops::reduce(ref_stream_, x, ref, attrs).ok());
-    EXPECT_TRUE(close(y, ref, tolerance_for(x.dtype(), x.dim(axis))));
+    EXPECT_TRUE(close(y, ref, tolerance_for(x.dtype(), reduced_count(x.shape(), attrs.axes))));
     return y;
   }
 };
@@ -67,7 +84,7 @@ TEST_P(ReduceTest, MatchesReference) {
       for (const Case& c : cases)
         for (int axis : c.axes) {
           SCOPED_TRACE(fmt::format("{} {} {} axis={}", ops::to_string(op), to_string(dt), c.shape.to_string(), axis));
-          expect_matches_reference(random_tensor(dt, c.shape, 1, -2.0f, 2.0f), {.op = op, .axis = axis});
+          expect_matches_reference(random_tensor(dt, c.shape, 1, -2.0f, 2.0f), {.op = op, .axes = {axis}});
         }
 }
 
@@ -76,8 +93,8 @@ TEST_P(ReduceTest, KeepDimsOnlyChangesTheShape) {
   for (ReduceOp op : kOps)
     for (int axis : {0, 1, 2}) {
       SCOPED_TRACE(fmt::format("{} axis={}", ops::to_string(op), axis));
-      const Tensor kept = expect_matches_reference(x, {.op = op, .axis = axis, .keep_dims = true});
-      const Tensor flat = expect_matches_reference(x, {.op = op, .axis = axis});
+      const Tensor kept = expect_matches_reference(x, {.op = op, .axes = {axis}, .keep_dims = true});
+      const Tensor flat = expect_matches_reference(x, {.op = op, .axes = {axis}});
       EXPECT_EQ(kept.dim(axis), 1);
       EXPECT_TRUE(close(value_or_die(kept.reshape(flat.shape())), flat, tolerance_for(DType::f32, 0)));
     }
@@ -98,15 +115,15 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
     for (ReduceOp op : kOps)
       for (int axis : {0, 1, 2}) {
         SCOPED_TRACE(fmt::format("{} {} axis={}", ops::to_string(op), x.desc().to_string(), axis));
-        const Tensor y = expect_matches_reference(x, {.op = op, .axis = axis});
+        const Tensor y = expect_matches_reference(x, {.op = op, .axes = {axis}});
         Tensor dense = zeros(DType::f32, y.shape());
-        ASSERT_TRUE(ops::reduce(stream_, value_or_die(x.contiguous()), dense, {.op = op, .axis = axis}).ok());
+        ASSERT_TRUE(ops::reduce(stream_, value_or_die(x.contiguous()), dense, {.op = op, .axes = {axis}}).ok());
         EXPECT_TRUE(close(y, dense, tolerance_for(DType::f32, x.dim(axis))));
       }
   // y with row gaps.
   Tensor y = padded_copy(zeros(DType::f32, {9, 17})), ref = zeros(DType::f32, {9, 17});
-  ASSERT_TRUE(ops::reduce(stream_, base, y, {.op = ReduceOp::sum, .axis = 2}).ok());
-  ASSERT_TRUE(ops::reduce(ref_stream_, base, ref, {.op = ReduceOp::sum, .axis = 2}).ok());
+  ASSERT_TRUE(ops::reduce(stream_, base, y, {.op = ReduceOp::sum, .axes = {2}}).ok());
+  ASSERT_TRUE(ops::reduce(ref_stream_, base, ref, {.op = ReduceOp::sum, .axes = {2}}).ok());
   EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32, 33)));
 }
 
@@ -127,12 +144,12 @@ TEST_P(ReduceTest, NaNAndInfinities) {
     detail::store(x.data(), dt, 4 * cols + 3, kInf);
     for (ReduceOp op : kOps) {
       SCOPED_TRACE(ops::to_string(op));
-      const Tensor rows = expect_matches_reference(x, {.op = op, .axis = 1});
+      const Tensor rows = expect_matches_reference(x, {.op = op, .axes = {1}});
       for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(detail::load(rows.data(), dt, r))) << r;
       EXPECT_EQ(detail::load(rows.data(), dt, 3), -kInf);
       if (op == ReduceOp::min) EXPECT_LT(detail::load(rows.data(), dt, 4), 2.0f);
       else EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
-      const Tensor cols_out = expect_matches_reference(x, {.op = op, .axis = 0});
+      const Tensor cols_out = expect_matches_reference(x, {.op = op, .axes = {0}});
       for (std::int64_t c = 0; c < cols; ++c) {
         const bool sums = op == ReduceOp::sum || op == ReduceOp::mean;
         const bool nan_column = c == 0 || c == 20 || c == 36 || (c == 3 && sums);  // Inf + -Inf
@@ -145,14 +162,14 @@ TEST_P(ReduceTest, NaNAndInfinities) {
 // A sum over an empty axis is 0; an empty non-reduced dim gives an empty y.
 TEST_P(ReduceTest, EmptyDims) {
   Tensor y = random_tensor(DType::f32, {3}, 6);
-  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::f32, {3, 0}), y, {.op = ReduceOp::sum, .axis = 1}).ok());
+  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::f32, {3, 0}), y, {.op = ReduceOp::sum, .axes = {1}}).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(y.data_as<float>()[i], 0.0f);
   Tensor y2 = random_tensor(DType::bf16, {4}, 7);
-  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::bf16, {0, 4}), y2, {.op = ReduceOp::sum, .axis = 0}).ok());
+  ASSERT_TRUE(ops::reduce(stream_, zeros(DType::bf16, {0, 4}), y2, {.op = ReduceOp::sum, .axes = {0}}).ok());
   for (int i = 0; i < 4; ++i) EXPECT_EQ(detail::load(y2.data(), DType::bf16, i), 0.0f);
   for (ReduceOp op : kOps) {
     Tensor empty_y = zeros(DType::f32, {0});
-    EXPECT_TRUE(ops::reduce(stream_, zeros(DType::f32, {0, 4}), empty_y, {.op = op, .axis = 1}).ok());
+    EXPECT_TRUE(ops::reduce(stream_, zeros(DType::f32, {0, 4}), empty_y, {.op = op, .axes = {1}}).ok());
   }
 }
 
@@ -185,9 +202,9 @@ TEST_P(ReduceTest, ArgMaxAndArgMin) {
         for (DType yt : {DType::i64, DType::i32})
           for (bool keep : {false, true}) {
             SCOPED_TRACE(fmt::format("{} {} axis {} y {} keep {}", to_string(dt), ops::to_string(op), axis, to_string(yt), keep));
-            const Shape ys = reduced(x.shape(), axis, keep);
+            const Shape ys = reduced(x.shape(), {axis}, keep);
             Tensor y = zeros(yt, ys);
-            const Status st = ops::reduce(stream_, x, y, {.op = op, .axis = axis, .keep_dims = keep});
+            const Status st = ops::reduce(stream_, x, y, {.op = op, .axes = {axis}, .keep_dims = keep});
             ASSERT_TRUE(st.ok()) << st.to_string();
             for (std::int64_t j = 0; j < y.numel(); ++j)
               ASSERT_EQ(detail::load_index(y.data(), yt, j), expected(x, j, axis, op == ReduceOp::argmax)) << j;
@@ -197,24 +214,96 @@ TEST_P(ReduceTest, ArgMaxAndArgMin) {
   Tensor logits = random_tensor(DType::f32, {2, 32003}, 10);
   logits.data_as<float>()[31999] = 3.0f, logits.data_as<float>()[32003 + 17] = 3.0f;
   Tensor ids = zeros(DType::i64, {2});
-  const auto plan = value_or_die(ops::Reduce::plan(ctx_, logits.desc(), ids.desc(), {.op = ReduceOp::argmax, .axis = -1}));
+  const auto plan = value_or_die(ops::Reduce::plan(ctx_, logits.desc(), ids.desc(), {.op = ReduceOp::argmax, .axes = {-1}}));
   EXPECT_EQ(plan->kernel(), GetParam() == hw::Isa::scalar ? "reduce_ref" : "reduce_arg_rows_avx2");
   ASSERT_TRUE(plan->run(stream_, {logits}, {ids}).ok());
   EXPECT_EQ(ids.data_as<std::int64_t>()[0], 31999);
   EXPECT_EQ(ids.data_as<std::int64_t>()[1], 17);
 }
 
+// x reduced over `axes` in f64 by a plain loop, in y's element order.
+std::vector<double> naive_reduce(const Tensor& x, const std::vector<int>& axes, ReduceOp op) {
+  const Tensor dense = value_or_die(x.contiguous());
+  const std::vector<int> dims = positive(axes, x.rank());
+  const Shape kept = reduced(x.shape(), axes, false);
+  std::int64_t outputs = 1;
+  for (std::int64_t d : kept) outputs *= d;
+  const double start = op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : 0.0;
+  std::vector<double> y(std::size_t(outputs), start);
+  for (std::int64_t i = 0; i < dense.numel(); ++i) {
+    std::int64_t rest = i, out = 0, out_stride = 1;
+    for (int d = x.rank() - 1; d >= 0; --d) {
+      const std::int64_t c = rest % x.dim(d);
+      rest /= x.dim(d);
+      if (!has(dims, d)) out += c * out_stride, out_stride *= x.dim(d);
+    }
+    const double v = detail::load(dense.data(), dense.dtype(), i);
+    double& acc = y[std::size_t(out)];
+    if (op == ReduceOp::sum || op == ReduceOp::mean) acc += v;
+    else if (std::isnan(v) || std::isnan(acc)) acc = NAN;
+    else acc = op == ReduceOp::max ? std::max(acc, v) : std::min(acc, v);
+  }
+  if (op == ReduceOp::mean)
+    for (double& v : y) v /= double(reduced_count(x.shape(), axes));
+  return y;
+}
+
+// Over several axes, against this level's scalar row and a plain f64 loop:
+// axes that merge into one pass (NCHW's H and W, all of a contiguous x), that
+// do not (two and three passes), negative and unsorted, none (all), a
+// permuted x, NaN; and one long run with too few outputs for the cores, cut
+// into parts (rows and columns; lengths with no divisor left whole).
+TEST_P(ReduceTest, SeveralAxes) {
+  struct Case {
+    Shape shape;
+    std::vector<int> axes;
+    bool permuted;
+  };
+  const Case cases[] = {
+      {{2, 3, 5, 7}, {2, 3}, false},       {{2, 3, 5, 7}, {0, 2, 3}, false}, {{2, 3, 5, 7}, {1, 3}, false},
+      {{2, 3, 5, 7}, {-1, 0}, false},      {{2, 3, 5, 7}, {}, false},        {{2, 3, 5, 7}, {0, 1, 2, 3}, false},
+      {{4, 3, 5, 6, 2}, {0, 2, 4}, false}, {{6, 5, 4}, {0, 2}, true},        {{2, 64, 24, 24}, {0, 2, 3}, false},
+      {{3, 1, 17}, {1, 2}, false},         {{3, 1, 17}, {1}, false},         {{256, 24}, {0}, false},
+      {{4096}, {0}, false},                {{7, 131}, {}, false},            {{127, 3}, {0}, false},
+      {{2, 67}, {-1, -2}, false},
+  };
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Case& c : cases)
+      for (ReduceOp op : kOps)
+        for (bool keep : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} {} axes [{}] permuted {} keep {}", ops::to_string(op), to_string(dt), c.shape.to_string(),
+                                   fmt::join(c.axes, ", "), c.permuted, keep));
+          Tensor x = random_tensor(dt, c.shape, 11, -2.0f, 2.0f);
+          if (op == ReduceOp::max && dt == DType::f32) detail::store(x.data(), dt, 5, kNaN);
+          if (c.permuted) x = value_or_die(x.permute({2, 0, 1}));
+          const Tensor y = expect_matches_reference(x, {.op = op, .axes = c.axes, .keep_dims = keep});
+          const std::vector<double> expected = naive_reduce(x, c.axes, op);
+          Tensor want = zeros(DType::f32, y.shape()), got = zeros(DType::f32, y.shape());
+          for (std::size_t i = 0; i < expected.size(); ++i) detail::store(want.data(), DType::f32, std::int64_t(i), float(expected[i]));
+          ASSERT_TRUE(ops::cast(ref_stream_, y, got).ok());
+          EXPECT_TRUE(close(got, want, tolerance_for(dt, reduced_count(x.shape(), c.axes))));
+        }
+  // Passes that do not merge take a workspace; one pass none.
+  const TensorDesc x = TensorDesc::contiguous(DType::f32, {2, 3, 5, 7});
+  EXPECT_EQ(value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {2, 3}), {.op = ReduceOp::sum, .axes = {2, 3}}))
+                ->workspace_bytes(),
+            0);
+  EXPECT_GT(value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {3}), {.op = ReduceOp::sum, .axes = {0, 2, 3}}))
+                ->workspace_bytes(),
+            0);
+}
+
 TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
   const TensorDesc x = TensorDesc::contiguous(DType::f32, {64, 4096});
   const std::string isa = GetParam() == hw::Isa::scalar ? "" : GetParam() == hw::Isa::avx2 ? "avx2" : "avx512";
-  auto rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::sum, .axis = 1}));
-  auto cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::max, .axis = 0}));
+  auto rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::sum, .axes = {1}}));
+  auto cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::max, .axes = {0}}));
   EXPECT_EQ(rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_" + isa);
   EXPECT_EQ(cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_" + isa);
   EXPECT_EQ(cols->op(), "max");
   // min: the AVX2 rows at every level from AVX2 up (the AVX-512 rows have none).
-  auto min_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::min, .axis = 1}));
-  auto min_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::min, .axis = 0}));
+  auto min_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::min, .axes = {1}}));
+  auto min_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::min, .axes = {0}}));
   EXPECT_EQ(min_rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_avx2");
   EXPECT_EQ(min_cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_avx2");
 }
@@ -224,29 +313,33 @@ INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest, ::testing::ValuesIn(isa_levels()), isa
 TEST(ReduceErrors, PlanNamesTheArgument) {
   Context ctx;
   const TensorDesc x = TensorDesc::contiguous(DType::f32, {4, 8}), y = TensorDesc::contiguous(DType::f32, {4});
-  const ops::ReduceAttrs sum_last{.op = ReduceOp::sum, .axis = 1};
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = 2}), "axis"));
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = -3}), "axis"));
+  const ops::ReduceAttrs sum_last{.op = ReduceOp::sum, .axes = {1}};
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axes = {2}}), "axes"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axes = {-3}}), "axes"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axes = {1, -1}}), "axes"));  // twice
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i64, {}), {.op = ReduceOp::argmax, .axes = {0, 1}}), "axes"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i64, {}), {.op = ReduceOp::argmin}), "axes"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::f32, {8}), sum_last), "y"));
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axis = 1, .keep_dims = true}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::sum, .axes = {1}, .keep_dims = true}), "y"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::f32, {4, 1}), sum_last), "y"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, TensorDesc::contiguous(DType::i32, {4, 8}), y, sum_last), "x"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i8, {4}), sum_last), "y"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, TensorDesc::contiguous(DType::f32, {}), TensorDesc::contiguous(DType::f32, {}),
-                                             {.op = ReduceOp::sum, .axis = 0}),
+                                             {.op = ReduceOp::sum, .axes = {0}}),
                            "x"));
   // y written twice over (stride 0) is no output.
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc{DType::f32, {4}, {0}}, sum_last), "y"));
   // mean and max of nothing have no value; sum is 0.
   const TensorDesc empty_axis = TensorDesc::contiguous(DType::f32, {4, 0});
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::mean, .axis = 1}), "x"));
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::max, .axis = -1}), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::mean, .axes = {1}}), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, y, {.op = ReduceOp::max, .axes = {-1}}), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, TensorDesc::contiguous(DType::f32, {}), {.op = ReduceOp::min}), "x"));
   EXPECT_TRUE(ops::Reduce::plan(ctx, empty_axis, y, sum_last).ok());
   // argmax / argmin write indices (i64 or i32); the other ops floats.
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::argmax, .axis = 1}), "y"));
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i8, {4}), {.op = ReduceOp::argmin, .axis = 1}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, y, {.op = ReduceOp::argmax, .axes = {1}}), "y"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i8, {4}), {.op = ReduceOp::argmin, .axes = {1}}), "y"));
   EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, x, TensorDesc::contiguous(DType::i64, {4}), sum_last), "y"));
-  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, TensorDesc::contiguous(DType::i64, {4}), {.op = ReduceOp::argmax, .axis = 1}), "x"));
+  EXPECT_TRUE(fails_naming(ops::Reduce::plan(ctx, empty_axis, TensorDesc::contiguous(DType::i64, {4}), {.op = ReduceOp::argmax, .axes = {1}}), "x"));
 }
 
 TEST(ReduceErrors, RunChecksTensorsAndOverlap) {
@@ -255,8 +348,8 @@ TEST(ReduceErrors, RunChecksTensorsAndOverlap) {
   Tensor x = random_tensor(DType::f32, {4, 8}, 8);
   // y inside x's memory.
   Tensor y = value_or_die(value_or_die(x.slice(0, 0, 1)).reshape({8}));
-  EXPECT_TRUE(fails_naming(ops::reduce(stream, x, value_or_die(y.slice(0, 0, 4)), {.op = ReduceOp::sum, .axis = 1}), "y"));
-  auto plan = value_or_die(ops::Reduce::plan(ctx, x.desc(), TensorDesc::contiguous(DType::f32, {4}), {.op = ReduceOp::sum, .axis = 1}));
+  EXPECT_TRUE(fails_naming(ops::reduce(stream, x, value_or_die(y.slice(0, 0, 4)), {.op = ReduceOp::sum, .axes = {1}}), "y"));
+  auto plan = value_or_die(ops::Reduce::plan(ctx, x.desc(), TensorDesc::contiguous(DType::f32, {4}), {.op = ReduceOp::sum, .axes = {1}}));
   EXPECT_TRUE(fails_naming(plan->run(stream, {x}, {zeros(DType::f32, {8})}), "y"));
   EXPECT_TRUE(fails_naming(plan->run(stream, {zeros(DType::f32, {4, 7})}, {zeros(DType::f32, {4})}), "x"));
 }

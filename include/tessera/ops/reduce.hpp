@@ -1,14 +1,21 @@
 #pragma once
-// Reductions along one axis: y = sum, mean, max or min of x over `axis` (negative
-// counts from the end, as in Python), or the index of its largest / smallest
-// element. y's shape is x's without that dim, or with it as 1 when
-// keep_dims. Float storage in and out (indices: integers); sums add up in f64
-// (in short f32 blocks first: within f32 tolerance of the exact sum), max and min compare in f32 and propagate NaN (a NaN along the axis gives NaN).
-// An empty axis: sum gives 0; mean, max and min have no value and are an error.
+// Reductions: y = sum, mean, max or min of x over `axes` (negative count
+// from the end, as in Python; none named: all of x, as ONNX's ReduceSum
+// without axes), or the index of x's largest / smallest element along one
+// axis. y's shape is x's without the reduced dims, or with them as 1 when
+// keep_dims. Float storage in and out (indices: integers); sums add up in
+// f64 (in short f32 blocks first: within f32 tolerance of the exact sum),
+// max and min compare in f32 and propagate NaN (a NaN among the reduced
+// elements gives NaN). Axes that x's strides merge (every axis of a
+// contiguous x, NCHW's H and W) reduce in one pass; others in a pass per
+// merged group, the partial results (f32) in the plan's workspace.
+// No elements to reduce: sum gives 0; mean, max and min have no value and
+// are an error.
 // argmax / argmin (ONNX ArgMax / ArgMin, greedy sampling over logits): y
 // (i64 or i32) holds the index along the axis of the first largest /
 // smallest value, a NaN counting as both (numpy's and PyTorch's rule).
 #include <string_view>
+#include <vector>
 
 #include "tessera/ops/plan.hpp"
 #include "tessera/runtime/context.hpp"
@@ -20,12 +27,13 @@ std::string_view to_string(ReduceOp op);
 
 struct ReduceAttrs {
   ReduceOp op;
-  int axis;
+  std::vector<int> axes;  // each at most once; argmax / argmin: exactly one
   bool keep_dims = false;
 };
 
 struct Reduce {
-  // Inputs {x}, outputs {y}; y may not overlap x.
+  // Inputs {x}, outputs {y}; y may not overlap x. Several passes take a
+  // workspace (workspace_bytes()).
   static Result<PlanPtr> plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const ReduceAttrs& attrs);
 };
 
