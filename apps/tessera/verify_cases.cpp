@@ -540,24 +540,27 @@ void add_resize(std::vector<Case>& out) {
                             {Size::odd, 2, 17, 7, 10, 15, 21},
                             {Size::typical, 1, 320, 32, 32, 64, 64},
                             {Size::large, 1, 128, 64, 64, 128, 128}};
-  // Nearest: PyTorch's default (the x2 upsample of diffusion UNets); bilinear with align_corners=False.
-  for (bool bilinear : {false, true})
+  // Nearest: PyTorch's default (the x2 upsample of diffusion UNets);
+  // bilinear with align_corners=False; PyTorch's bicubic (align_corners=False).
+  for (ops::ResizeMode mode : {ops::ResizeMode::nearest, ops::ResizeMode::bilinear, ops::ResizeMode::cubic})
     for (bool channels_last : {false, true})
       for (DType dt : kFloatTypes)
         for (const Images& im : kImages) {
-          const ops::ResizeAttrs attrs =
-              bilinear ? ops::ResizeAttrs{.mode = ops::ResizeMode::bilinear, .coord = ops::CoordinateMode::pytorch_half_pixel,
-                                          .channels_last = channels_last}
-                       : ops::ResizeAttrs{.channels_last = channels_last};
+          ops::ResizeAttrs attrs{.mode = mode, .channels_last = channels_last};
+          if (mode == ops::ResizeMode::bilinear) attrs.coord = ops::CoordinateMode::pytorch_half_pixel;
+          if (mode == ops::ResizeMode::cubic) attrs.coord = ops::CoordinateMode::half_pixel;
+          const char* name = mode == ops::ResizeMode::nearest ? "nearest" : mode == ops::ResizeMode::bilinear ? "bilinear" : "cubic";
           const Shape from = channels_last ? Shape{im.n, im.h, im.w, im.c} : Shape{im.n, im.c, im.h, im.w};
           const Shape to = channels_last ? Shape{im.n, im.ho, im.wo, im.c} : Shape{im.n, im.c, im.ho, im.wo};
-          out.push_back({fmt::format("resize_{}_{}", bilinear ? "bilinear" : "nearest", channels_last ? "nhwc" : "nchw"),
+          out.push_back({fmt::format("resize_{}_{}", name, channels_last ? "nhwc" : "nchw"),
                          str(dt), fmt::format("{} -> {}", from.to_string(), to.to_string()), im.size,
                          [=]() -> Result<Problem> {
                            TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, from, 28, -2.0f, 2.0f));
                            const TensorDesc y = desc(dt, to);
-                           // Bilinear sums two weighted taps along each axis.
-                           const Tolerance tolerance = bilinear ? tolerance_for(dt, 4) : tolerance_for(dt);
+                           // Bilinear sums two weighted taps along each axis, cubic four.
+                           const Tolerance tolerance = mode == ops::ResizeMode::nearest    ? tolerance_for(dt)
+                                                       : mode == ops::ResizeMode::bilinear ? tolerance_for(dt, 4)
+                                                                                           : tolerance_for(dt, 16);
                            return Problem{[=, xd = x.desc()](Context& ctx) { return ops::Resize::plan(ctx, xd, y, attrs); },
                                           {x},
                                           {{"y", y, tolerance}}};

@@ -61,12 +61,46 @@ LinearTaps resize_linear_taps(std::int64_t o, std::int64_t in, std::int64_t out,
           float(double(rem) / double(s.den))};
 }
 
+CubicTaps resize_cubic_taps(std::int64_t o, std::int64_t in, std::int64_t out, CoordinateMode coord, float a,
+                            bool exclude_outside) {
+  const SourceCoord s = source_coord(o, in, out, coord);
+  const Wide i = floor_div(s.num, s.den);
+  const double t = double(s.num - i * s.den) / double(s.den), c = a;  // the fraction, in [0, 1)
+  // Keys' kernel at distance d: within 1 and from 1 to 2.
+  const auto near = [c](double d) { return ((c + 2) * d - (c + 3)) * d * d + 1; };
+  const auto far = [c](double d) { return ((c * d - 5 * c) * d + 8 * c) * d - 4 * c; };
+  const double w[4] = {far(1 + t), near(t), near(1 - t), far(2 - t)};
+  double kept = 0;
+  for (int k = 0; k < 4; ++k) {
+    const Wide at = i - 1 + k;
+    if (!exclude_outside || (at >= 0 && at < in)) kept += w[k];
+  }
+  CubicTaps taps{};
+  for (int k = 0; k < 4; ++k) {
+    const Wide at = i - 1 + k;
+    const bool outside = at < 0 || at >= in;
+    taps.i[k] = std::int64_t(std::clamp<Wide>(at, 0, in - 1));
+    taps.w[k] = exclude_outside ? (outside ? 0.0f : float(w[k] / kept)) : float(w[k]);
+  }
+  return taps;
+}
+
+namespace {
+
+bool vectorizable(const ResizeProblem& p) { return row_vectorizable(p.rows); }
+// The AVX-512 rows have no cubic: it takes the AVX2 row there.
+bool avx512_rows(const ResizeProblem& p) { return p.taps <= 2 && vectorizable(p); }
+bool avx512_bf16_rows(const ResizeProblem& p) { return p.taps <= 2 && bf16_rows(p.rows); }
+RowTiling resize_tiling(const ResizeProblem& p, const hw::Info& hw) { return row_tiling(p.rows, hw); }
+
+}  // namespace
+
 std::span<const KernelRow<ResizeFamily>> rows(ResizeFamily) {
   static const KernelRow<ResizeFamily> kRows[] = {
-      {"resize_avx512_bf16", hw::Isa::avx512_bf16, bf16_rows, row_tiling, avx512_bf16::resize},
-      {"resize_avx512", hw::Isa::avx512, row_vectorizable, row_tiling, avx512::resize},
-      {"resize_avx2", hw::Isa::avx2, row_vectorizable, row_tiling, avx2::resize},
-      {"resize_ref", hw::Isa::scalar, supports_all, row_tiling, ref::resize},
+      {"resize_avx512_bf16", hw::Isa::avx512_bf16, avx512_bf16_rows, resize_tiling, avx512_bf16::resize},
+      {"resize_avx512", hw::Isa::avx512, avx512_rows, resize_tiling, avx512::resize},
+      {"resize_avx2", hw::Isa::avx2, vectorizable, resize_tiling, avx2::resize},
+      {"resize_ref", hw::Isa::scalar, supports_all, resize_tiling, ref::resize},
   };
   return kRows;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <vector>
 
 #include "kernels/resize.hpp"
@@ -16,31 +17,43 @@ namespace {
 // One axis's mapping for every output index, computed once per plan; the
 // kernels read it through kernels::ResizeTable.
 struct AxisTable {
-  std::vector<std::int32_t> i0, i1;
-  std::vector<float> w0, w1;
+  std::vector<std::int32_t> i[4];  // the taps used: 1, 2 or 4
+  std::vector<float> w[4];
   bool half_pixel_x2 = false;
 
-  kernels::ResizeTable view() const { return {i0.data(), i1.data(), w0.data(), w1.data(), half_pixel_x2}; }
+  kernels::ResizeTable view() const {
+    return {i[0].data(), i[1].data(), w[0].data(), w[1].data(), i[2].data(), i[3].data(), w[2].data(), w[3].data(), half_pixel_x2};
+  }
 };
+
+int taps_of(ResizeMode mode) { return mode == ResizeMode::nearest ? 1 : mode == ResizeMode::bilinear ? 2 : 4; }
 
 AxisTable make_table(std::int64_t in, std::int64_t out, const ResizeAttrs& attrs) {
   constexpr std::int64_t align = kernels::kResizeTableAlign;
   const auto n = static_cast<std::size_t>((out + align - 1) / align * align);
-  const bool bilinear = attrs.mode == ResizeMode::bilinear;
+  const int taps = taps_of(attrs.mode);
   AxisTable t;
   // pytorch_half_pixel differs from half_pixel only for an output of 1.
-  t.half_pixel_x2 = bilinear && out == 2 * in &&
+  t.half_pixel_x2 = attrs.mode == ResizeMode::bilinear && out == 2 * in &&
                     (attrs.coord == CoordinateMode::half_pixel || attrs.coord == CoordinateMode::pytorch_half_pixel);
-  t.i0.resize(n);
-  if (bilinear) t.i1.resize(n), t.w0.resize(n), t.w1.resize(n);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::int64_t o = std::min<std::int64_t>(std::int64_t(k), out - 1);  // the padding repeats the last entry
-    if (!bilinear) {
-      t.i0[k] = std::int32_t(kernels::resize_nearest_index(o, in, out, attrs.coord, attrs.rounding));
-      continue;
+  for (int k = 0; k < taps; ++k) t.i[k].resize(n), t.w[k].resize(taps > 1 ? n : 0);
+  for (std::size_t j = 0; j < n; ++j) {
+    const std::int64_t o = std::min<std::int64_t>(std::int64_t(j), out - 1);  // the padding repeats the last entry
+    switch (attrs.mode) {
+      case ResizeMode::nearest:
+        t.i[0][j] = std::int32_t(kernels::resize_nearest_index(o, in, out, attrs.coord, attrs.rounding));
+        break;
+      case ResizeMode::bilinear: {
+        const kernels::LinearTaps lin = kernels::resize_linear_taps(o, in, out, attrs.coord);
+        t.i[0][j] = std::int32_t(lin.i0), t.i[1][j] = std::int32_t(lin.i1), t.w[0][j] = lin.w0, t.w[1][j] = lin.w1;
+        break;
+      }
+      case ResizeMode::cubic: {
+        const kernels::CubicTaps cub = kernels::resize_cubic_taps(o, in, out, attrs.coord, attrs.cubic_coeff_a, attrs.exclude_outside);
+        for (int k = 0; k < 4; ++k) t.i[k][j] = std::int32_t(cub.i[k]), t.w[k][j] = cub.w[k];
+        break;
+      }
     }
-    const kernels::LinearTaps taps = kernels::resize_linear_taps(o, in, out, attrs.coord);
-    t.i0[k] = std::int32_t(taps.i0), t.i1[k] = std::int32_t(taps.i1), t.w0[k] = taps.w0, t.w1[k] = taps.w1;
   }
   return t;
 }
@@ -51,8 +64,9 @@ class ResizePlan final : public Plan {
              kernels::RowTiling tiling, StridedDims<2> planes, std::int64_t out_rows, kernels::ResizeArgs args,
              AxisTable rows, AxisTable cols)
       : Plan(row->name, traffic_bytes({x, y}),
-             // Bilinear: three two-tap blends (2 multiplies, 1 add) per element.
-             args.bilinear ? saturating_mul(9, y.numel()) : 0),
+             // Bilinear: three two-tap blends (2 multiplies, 1 add) per
+             // element; cubic: two four-tap blends (4 multiplies, 3 adds).
+             args.taps == 1 ? 0 : saturating_mul(args.taps == 2 ? 9 : 14, y.numel())),
         descs_{x, y}, row_(row), tiling_(tiling), planes_(planes), out_rows_(out_rows), args_(args),
         rows_(std::move(rows)), cols_(std::move(cols)) {}
 
@@ -89,8 +103,10 @@ class ResizePlan final : public Plan {
 };
 
 Status check_attrs(const ResizeAttrs& attrs) {
-  if (attrs.mode != ResizeMode::nearest && attrs.mode != ResizeMode::bilinear)
-    return Status::invalid_argument(fmt::format("mode: {} is not a ResizeMode (nearest or bilinear)", int(attrs.mode)));
+  if (attrs.mode != ResizeMode::nearest && attrs.mode != ResizeMode::bilinear && attrs.mode != ResizeMode::cubic)
+    return Status::invalid_argument(fmt::format("mode: {} is not a ResizeMode (nearest, bilinear or cubic)", int(attrs.mode)));
+  if (!std::isfinite(attrs.cubic_coeff_a))
+    return Status::invalid_argument(fmt::format("cubic_coeff_a: {} is not finite", attrs.cubic_coeff_a));
   switch (attrs.coord) {
     case CoordinateMode::half_pixel:
     case CoordinateMode::align_corners:
@@ -148,18 +164,18 @@ Result<PlanPtr> Resize::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   const std::int64_t channels = nhwc ? c : 1;
   const bool unit_stride = channels == 1 ? (w == 1 || x.strides[wd] == 1) && (wo == 1 || y.strides[wd] == 1)
                                          : x.strides[cd] == 1 && y.strides[cd] == 1;
-  const kernels::ResizeArgs args{x.dtype, attrs.mode == ResizeMode::bilinear, w, wo, channels,
+  const kernels::ResizeArgs args{x.dtype, taps_of(attrs.mode), w, wo, channels,
                                  nullptr, x.strides[hd], x.strides[wd], nhwc ? x.strides[cd] : 0,
                                  nullptr, y.strides[hd], y.strides[wd], nhwc ? y.strides[cd] : 0};
-  const kernels::RowProblem problem{x.dtype, y.dtype, x.dtype, planes.numel() * ho, wo * channels, unit_stride};
+  const kernels::ResizeProblem problem{{x.dtype, y.dtype, x.dtype, planes.numel() * ho, wo * channels, unit_stride}, args.taps};
   const auto* row = kernels::select<kernels::ResizeFamily>(problem, ctx.isa());
   kernels::RowTiling tiling = row->tiling(problem, ctx.hw());
   // Bilinear's two passes of blends, ~20 vector instructions per 16 outputs
   // (the per-row interpolation of a source row, then the blend of two), are
   // arithmetic_bound (kernels/tiling.hpp) against an element read and one
-  // written: plain stores.
+  // written: plain stores. Cubic's twice as many blends are too.
   constexpr int kBilinearWork = 20;
-  if (args.bilinear && kernels::arithmetic_bound(kBilinearWork, 2 * bytes_of(x.dtype))) tiling.stream_output = false;
+  if (args.taps > 1 && kernels::arithmetic_bound(kBilinearWork, 2 * bytes_of(x.dtype))) tiling.stream_output = false;
   return PlanPtr(std::make_shared<ResizePlan>(x, y, row, tiling, planes, ho, args, make_table(h, ho, attrs),
                                               make_table(w, wo, attrs)));
 }
@@ -168,7 +184,7 @@ Status resize(Stream& stream, const Tensor& x, const Tensor& y, const ResizeAttr
   PlanKey key("resize", stream.context().isa());
   key.add(x.desc()).add(y.desc());
   key.add(std::int64_t(attrs.mode)).add(std::int64_t(attrs.coord)).add(std::int64_t(attrs.rounding));
-  key.add(std::int64_t(attrs.channels_last));
+  key.add(std::int64_t(attrs.channels_last)).add(attrs.cubic_coeff_a).add(std::int64_t(attrs.exclude_outside));
   const Tensor in[] = {x}, out[] = {y};
   return run_cached(stream, key, [&] { return Resize::plan(stream.context(), x.desc(), y.desc(), attrs); }, in, out);
 }

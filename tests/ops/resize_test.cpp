@@ -1,4 +1,6 @@
+#include <array>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -17,19 +19,23 @@ using ops::ResizeMode;
 constexpr CoordinateMode kCoords[] = {CoordinateMode::half_pixel, CoordinateMode::align_corners,
                                       CoordinateMode::asymmetric, CoordinateMode::pytorch_half_pixel};
 
-// Nearest with each rounding and bilinear, under every coordinate mode.
+// Nearest with each rounding, bilinear and cubic (PyTorch's -0.75, and
+// TensorFlow's -0.5 with exclude_outside), under every coordinate mode.
 std::vector<ResizeAttrs> all_attrs(bool channels_last) {
   std::vector<ResizeAttrs> v;
   for (CoordinateMode c : kCoords) {
     v.push_back({ResizeMode::nearest, c, NearestRounding::floor, channels_last});
     v.push_back({ResizeMode::nearest, c, NearestRounding::round_prefer_floor, channels_last});
     v.push_back({ResizeMode::bilinear, c, NearestRounding::floor, channels_last});
+    v.push_back({ResizeMode::cubic, c, NearestRounding::floor, channels_last});
+    v.push_back({ResizeMode::cubic, c, NearestRounding::floor, channels_last, -0.5f, true});
   }
   return v;
 }
 
 std::string describe(const ResizeAttrs& a) {
-  return fmt::format("mode={} coord={} rounding={} nhwc={}", int(a.mode), int(a.coord), int(a.rounding), a.channels_last);
+  return fmt::format("mode={} coord={} rounding={} nhwc={} a={} exclude_outside={}", int(a.mode), int(a.coord), int(a.rounding),
+                     a.channels_last, a.cubic_coeff_a, a.exclude_outside);
 }
 
 Shape image(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, bool nhwc) {
@@ -43,9 +49,9 @@ float at(const Tensor& t, bool nhwc, std::int64_t n, std::int64_t c, std::int64_
   return tessera::detail::load(t.data(), t.dtype(), off);
 }
 
-// Nearest copies values; bilinear sums two weighted taps along each axis.
+// Nearest copies values; bilinear sums two weighted taps along each axis, cubic four.
 Tolerance tolerance(DType dt, const ResizeAttrs& a) {
-  return a.mode == ResizeMode::bilinear ? tolerance_for(dt, 4) : tolerance_for(dt);
+  return a.mode == ResizeMode::bilinear ? tolerance_for(dt, 4) : a.mode == ResizeMode::cubic ? tolerance_for(dt, 16) : tolerance_for(dt);
 }
 
 class ResizeTest : public IsaTest {
@@ -202,12 +208,17 @@ TEST_P(ResizeTest, OnePixelInAndOut) {
   for (bool nhwc : {false, true})
     for (const ResizeAttrs& attrs : all_attrs(nhwc)) {
       SCOPED_TRACE(describe(attrs));
-      // 1x1 -> 5x5: every output is the one input pixel.
+      // 1x1 -> 5x5: every output is the one input pixel (cubic: its four
+      // weights, each rounded to f32, sum to 1 within a few ulps).
       Tensor one = random_tensor(DType::f32, image(2, 3, 1, 1, nhwc), 6), five = zeros(DType::f32, image(2, 3, 5, 5, nhwc));
       ASSERT_TRUE(ops::resize(stream_, one, five, attrs).ok());
+      const float ulps = attrs.mode == ResizeMode::cubic ? 1e-6f : 0.0f;
       for (std::int64_t n = 0; n < 2; ++n)
         for (std::int64_t c = 0; c < 3; ++c)
-          for (std::int64_t i = 0; i < 25; ++i) EXPECT_EQ(at(five, nhwc, n, c, i / 5, i % 5), at(one, nhwc, n, c, 0, 0));
+          for (std::int64_t i = 0; i < 25; ++i) {
+            const float v = at(one, nhwc, n, c, 0, 0);
+            EXPECT_NEAR(at(five, nhwc, n, c, i / 5, i % 5), v, ulps * std::abs(v));
+          }
       // 5x5 -> 1x1: half_pixel looks at the centre (coordinate 2, exact for
       // bilinear too); the others at the corner (coordinate 0).
       Tensor big = random_tensor(DType::f32, image(2, 3, 5, 5, nhwc), 7), dot = zeros(DType::f32, image(2, 3, 1, 1, nhwc));
@@ -240,9 +251,9 @@ TEST_P(ResizeTest, StreamingRowsMatchPlainStores) {
         SCOPED_TRACE(fmt::format("{} bilinear={} channels={}", to_string(dt), bilinear, channels));
         Tensor x = random_tensor(dt, {h, w, channels}, 8);
         Tensor y = zeros(dt, {ho, wo, channels}), plain = zeros(dt, {ho, wo, channels});
-        kernels::ResizeArgs args{dt, bilinear, w, wo, channels, x.data(), w * channels, channels, 1,
+        kernels::ResizeArgs args{dt, bilinear ? 2 : 1, w, wo, channels, x.data(), w * channels, channels, 1,
                                  y.data(), wo * channels, channels, 1, rows, cols, true};
-        const kernels::RowProblem problem{dt, dt, dt, ho, wo * channels, true};
+        const kernels::ResizeProblem problem{{dt, dt, dt, ho, wo * channels, true}, args.taps};
         const auto* row = kernels::select<kernels::ResizeFamily>(problem, GetParam());
         row->run(args, 0, ho);
         args.y = plain.data();
@@ -250,6 +261,38 @@ TEST_P(ResizeTest, StreamingRowsMatchPlainStores) {
         row->run(args, 0, ho);
         EXPECT_TRUE(identical(y, plain)) << row->name;
       }
+}
+
+// Keys' cubic with a = -0.5 (the coefficient of third-order accuracy)
+// reproduces a linear function wherever its four taps lie inside the image:
+// a ramp's resize, away from the borders, is the ramp at the source
+// coordinates (half_pixel). Other coefficients only keep constants.
+TEST_P(ResizeTest, CubicReproducesARampInside) {
+  const std::int64_t h = 12, w = 40;
+  for (bool nhwc : {false, true})
+    for (auto [ho, wo] : {std::pair<std::int64_t, std::int64_t>{23, 97}, {7, 29}}) {
+      SCOPED_TRACE(fmt::format("nhwc {} {}x{}", nhwc, ho, wo));
+      const std::int64_t c = 3;
+      Tensor x = zeros(DType::f32, image(1, c, h, w, nhwc)), y = zeros(DType::f32, image(1, c, ho, wo, nhwc));
+      const Strides& xs = x.strides();
+      for (std::int64_t ch = 0; ch < c; ++ch)
+        for (std::int64_t i = 0; i < h; ++i)
+          for (std::int64_t j = 0; j < w; ++j) {
+            const std::int64_t off = nhwc ? i * xs[1] + j * xs[2] + ch * xs[3] : ch * xs[1] + i * xs[2] + j * xs[3];
+            x.data_as<float>()[off] = 0.5f * float(i) - 0.25f * float(j) + float(ch);
+          }
+      ASSERT_TRUE(ops::resize(stream_, x, y, {.mode = ResizeMode::cubic, .coord = CoordinateMode::half_pixel, .channels_last = nhwc,
+                                              .cubic_coeff_a = -0.5f}).ok());
+      int checked = 0;
+      for (std::int64_t i = 0; i < ho; ++i)
+        for (std::int64_t j = 0; j < wo; ++j) {
+          const double si = (double(i) + 0.5) * double(h) / double(ho) - 0.5, sj = (double(j) + 0.5) * double(w) / double(wo) - 0.5;
+          if (si < 1 || si >= double(h - 2) || sj < 1 || sj >= double(w - 2)) continue;  // a tap past the border
+          for (std::int64_t ch = 0; ch < c; ++ch, ++checked)
+            EXPECT_NEAR(at(y, nhwc, 0, ch, i, j), 0.5 * si - 0.25 * sj + double(ch), 1e-5) << i << ", " << j;
+        }
+      EXPECT_GT(checked, 0);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ResizeTest, ::testing::ValuesIn(isa_levels()), isa_name);
@@ -288,6 +331,32 @@ TEST(ResizeMapping, NearestIndexAndLinearTaps) {
   expect_taps(resize_linear_taps(1, 3, 2, CoordinateMode::asymmetric), 1, 2, 0.5f, 0.5f);
 }
 
+TEST(ResizeMapping, CubicTaps) {
+  using kernels::resize_cubic_taps;
+  const auto expect_taps = [](kernels::CubicTaps got, std::array<std::int64_t, 4> i, std::array<float, 4> w) {
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(got.i[k], i[std::size_t(k)]) << k;
+      EXPECT_FLOAT_EQ(got.w[k], w[std::size_t(k)]) << k;
+    }
+  };
+  // align_corners 3 -> 5: on pixel 0 (one tap), then coordinate 0.5 (Keys,
+  // a = -0.75, at distances 1.5 and 0.5), taps -1 and past 2 clamped.
+  expect_taps(resize_cubic_taps(0, 3, 5, CoordinateMode::align_corners, -0.75f, false), {0, 0, 1, 2}, {0, 1, 0, 0});
+  expect_taps(resize_cubic_taps(1, 3, 5, CoordinateMode::align_corners, -0.75f, false), {0, 0, 1, 2},
+              {-0.09375f, 0.59375f, 0.59375f, -0.09375f});
+  // a = -0.5 with exclude_outside: tap -1 drops, the others scaled by 1 / 1.0625.
+  expect_taps(resize_cubic_taps(1, 3, 5, CoordinateMode::align_corners, -0.5f, true), {0, 0, 1, 2},
+              {0, 0.5625f / 1.0625f, 0.5625f / 1.0625f, -0.0625f / 1.0625f});
+  // half_pixel 2 -> 4: coordinate -0.25 stays unclamped (floor -1, fraction
+  // 0.75), its taps -2 .. 1 clamped to the axis; the weights sum to 1.
+  const kernels::CubicTaps edge = resize_cubic_taps(0, 2, 4, CoordinateMode::half_pixel, -0.75f, false);
+  EXPECT_EQ(edge.i[0], 0);
+  EXPECT_EQ(edge.i[2], 0);
+  EXPECT_EQ(edge.i[3], 1);
+  EXPECT_NEAR(edge.w[0] + edge.w[1] + edge.w[2] + edge.w[3], 1.0, 1e-6);
+  EXPECT_FLOAT_EQ(edge.w[2], float(((1.25 * 0.25 - 2.25) * 0.25 * 0.25) + 1));  // Keys' near side at distance 0.25
+}
+
 TEST(ResizeErrors, PlanNamesTheArgument) {
   Context ctx;
   const TensorDesc x = TensorDesc::contiguous(DType::f32, {2, 3, 4, 5}), y = TensorDesc::contiguous(DType::f32, {2, 3, 8, 10});
@@ -298,7 +367,8 @@ TEST(ResizeErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, TensorDesc::contiguous(DType::f32, {3, 4, 5}), y), "x"));
   EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, TensorDesc::contiguous(DType::f32, {3, 8, 10})), "y"));
   EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, TensorDesc::contiguous(DType::bf16, {2, 3, 8, 10})), "y"));
-  EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, y, {.mode = static_cast<ResizeMode>(2)}), "mode"));
+  EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, y, {.mode = static_cast<ResizeMode>(3)}), "mode"));
+  EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, y, {.mode = ResizeMode::cubic, .cubic_coeff_a = NAN}), "cubic_coeff_a"));
   EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, y, {.coord = static_cast<CoordinateMode>(-1)}), "coord"));
   EXPECT_TRUE(fails_naming(ops::Resize::plan(ctx, x, y, {.rounding = static_cast<NearestRounding>(7)}), "rounding"));
   // N and C must match (C is the last dim when channels_last).

@@ -110,7 +110,7 @@ void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, 
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
   const bool pairs = c.half_pixel_x2 && t == DType::bf16;
-  InterpolatedRows rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  InterpolatedRows<2> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     // Each source row comes from memory once: fetched ahead, or its misses
@@ -124,8 +124,9 @@ void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, 
     }
   };
   for (std::int64_t r = r0; r < r1; ++r) {
-    const float* upper = rows.get(a.rows.i0[r], -1, interpolate);
-    const float* lower = rows.get(a.rows.i1[r], a.rows.i0[r], interpolate);
+    const std::int64_t taps[] = {a.rows.i0[r], a.rows.i1[r]};
+    const float* upper = rows.get(taps[0], taps, interpolate);
+    const float* lower = rows.get(taps[1], taps, interpolate);
     const __m256 wy0 = _mm256_set1_ps(a.rows.w0[r]), wy1 = _mm256_set1_ps(a.rows.w1[r]);
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     std::int64_t w = 0;
@@ -141,6 +142,79 @@ void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, 
   }
 }
 
+// Cubic: sum of w[k] v[k] over the four taps.
+__m256 blend4(const __m256* w, const __m256* v) {
+  return _mm256_fmadd_ps(w[3], v[3], _mm256_fmadd_ps(w[2], v[2], _mm256_fmadd_ps(w[1], v[1], _mm256_mul_ps(w[0], v[0]))));
+}
+
+// Weights of four taps of a table, at output index o, broadcast.
+void broadcast_weights(const ResizeTable& t, std::int64_t o, __m256* w) {
+  w[0] = _mm256_set1_ps(t.w0[o]), w[1] = _mm256_set1_ps(t.w1[o]), w[2] = _mm256_set1_ps(t.w2[o]), w[3] = _mm256_set1_ps(t.w3[o]);
+}
+
+// channels == 1 (NCHW), cubic, rows [r0, r1): as bilinear_columns, each
+// output row blends four source rows interpolated along the columns (8
+// outputs at a time: their 4 taps picked from a window of the source row).
+template <class T, class Stream>
+void cubic_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
+  const ResizeTable& c = a.cols;
+  InterpolatedRows<4> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(4 * width) * sizeof(float))), width);
+  auto interpolate = [&](std::int64_t i, float* out) {
+    const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
+    prefetch_ahead(src, a.in_width * es);
+    for (std::int64_t w = 0; w < a.out_width; w += 8) {
+      // The taps of a block's lanes lie in [i0 of its first, i3 of its last]
+      // (clamped taps never decrease along a table).
+      const Window row(src, t, a.in_width, c.i0[w], c.i3[w + 7]);
+      const __m256 wx[] = {_mm256_loadu_ps(c.w0 + w), _mm256_loadu_ps(c.w1 + w), _mm256_loadu_ps(c.w2 + w), _mm256_loadu_ps(c.w3 + w)};
+      const __m256 v[] = {row.pick(load_indices(c.i0 + w)), row.pick(load_indices(c.i1 + w)), row.pick(load_indices(c.i2 + w)),
+                          row.pick(load_indices(c.i3 + w))};
+      _mm256_store_ps(out + w, blend4(wx, v));
+    }
+  };
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t taps[] = {a.rows.i0[r], a.rows.i1[r], a.rows.i2[r], a.rows.i3[r]};
+    const float* src[4];
+    for (int k = 0; k < 4; ++k) src[k] = rows.get(taps[k], taps, interpolate);
+    __m256 wy[4];
+    broadcast_weights(a.rows, r, wy);
+    char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
+    for (std::int64_t w = 0; w < a.out_width; w += 8) {
+      const __m256 v[] = {_mm256_load_ps(src[0] + w), _mm256_load_ps(src[1] + w), _mm256_load_ps(src[2] + w), _mm256_load_ps(src[3] + w)};
+      put8_n(y + w * es, t, blend4(wy, v), std::min<std::int64_t>(8, a.out_width - w), stream);
+    }
+  }
+}
+
+// channels > 1 (NHWC), cubic: one output pixel at a time, its channels 8 at
+// a time, each of the four source rows blended along the row first.
+template <class T, class Stream>
+void cubic_pixels(const ResizeArgs& a, T t, Stream stream, std::int64_t r, char* y) {
+  const std::int64_t es = bytes_of(t), xp = a.x_pixel_stride * es, yp = a.y_pixel_stride * es;
+  const ResizeTable& c = a.cols;
+  const char* x = static_cast<const char*>(a.x);
+  const char* src[] = {x + a.rows.i0[r] * a.x_row_stride * es, x + a.rows.i1[r] * a.x_row_stride * es,
+                       x + a.rows.i2[r] * a.x_row_stride * es, x + a.rows.i3[r] * a.x_row_stride * es};
+  __m256 wy[4];
+  broadcast_weights(a.rows, r, wy);
+  for (std::int64_t w = 0; w < a.out_width; ++w) {
+    const std::int64_t at[] = {c.i0[w] * xp, c.i1[w] * xp, c.i2[w] * xp, c.i3[w] * xp};
+    __m256 wx[4];
+    broadcast_weights(c, w, wx);
+    for (std::int64_t ch = 0; ch < a.channels; ch += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, a.channels - ch), off = ch * es;
+      __m256 along[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256 v[] = {load8_n(src[k] + at[0] + off, t, n), load8_n(src[k] + at[1] + off, t, n),
+                            load8_n(src[k] + at[2] + off, t, n), load8_n(src[k] + at[3] + off, t, n)};
+        along[k] = blend4(wx, v);
+      }
+      put8_n(y + w * yp + off, t, blend4(wy, along), n, stream);
+    }
+  }
+}
+
 // channels > 1 (NHWC): one output pixel at a time, its channels 8 at a time.
 template <class T, class Stream>
 void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, const char* bottom, char* y, std::int64_t r) {
@@ -149,7 +223,7 @@ void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, con
   for (std::int64_t w = 0; w < a.out_width; ++w) {
     char* out = y + w * yp;
     const std::int64_t left = c.i0[w] * xp;
-    if (!a.bilinear) {
+    if (a.taps == 1) {
       // Nearest moves the elements as they are, streamed past the L3: by
       // memcpy each output line was read before it was written (bench
       // membound resize_nearest2x_nhwc large, AMD EPYC, Zen 2, alternating,
@@ -175,14 +249,17 @@ void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* top, con
 template <class T, class Stream>
 void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const ResizeArgs a = args;
-  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, t, stream, r0, r1);
+  if (a.channels == 1 && a.taps == 2) return bilinear_columns(a, t, stream, r0, r1);
+  if (a.channels == 1 && a.taps == 4) return cubic_columns(a, t, stream, r0, r1);
   const std::int64_t es = bytes_of(t);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
-    const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
+    const char* bottom = a.taps == 2 ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
-    if (a.channels == 1)
+    if (a.taps == 4)
+      cubic_pixels(a, t, stream, r, y);
+    else if (a.channels == 1)
       nearest_columns(a, t, stream, top, y);
     else
       resize_pixels(a, t, stream, top, bottom, y, r);

@@ -85,7 +85,7 @@ template <class T, class Stream>
 static void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
-  InterpolatedRows rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  InterpolatedRows<2> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     // Each source row comes from memory once: fetched ahead as the
@@ -108,8 +108,9 @@ static void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64
     }
   };
   for (std::int64_t r = r0; r < r1; ++r) {
-    const float* upper = rows.get(a.rows.i0[r], -1, interpolate);
-    const float* lower = rows.get(a.rows.i1[r], a.rows.i0[r], interpolate);
+    const std::int64_t taps[] = {a.rows.i0[r], a.rows.i1[r]};
+    const float* upper = rows.get(taps[0], taps, interpolate);
+    const float* lower = rows.get(taps[1], taps, interpolate);
     const __m512 wy0 = _mm512_set1_ps(a.rows.w0[r]), wy1 = _mm512_set1_ps(a.rows.w1[r]);
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     auto value = [&](std::int64_t w) { return blend(wy0, _mm512_load_ps(upper + w), wy1, _mm512_load_ps(lower + w)); };
@@ -127,7 +128,7 @@ static void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* t
   for (std::int64_t w = 0; w < a.out_width; ++w) {
     char* out = y + w * yp;
     const std::int64_t left = c.i0[w] * xp;
-    if (!a.bilinear) {
+    if (a.taps == 1) {
       copy_bytes(out, top + left, a.channels * es, stream);  // nearest moves the elements as they are
       continue;
     }
@@ -148,12 +149,12 @@ static void resize_pixels(const ResizeArgs& a, T t, Stream stream, const char* t
 template <class T, class Stream>
 static void resize_rows(const ResizeArgs& args, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const ResizeArgs a = args;
-  if (a.channels == 1 && a.bilinear) return bilinear_columns(a, t, stream, r0, r1);
+  if (a.channels == 1 && a.taps == 2) return bilinear_columns(a, t, stream, r0, r1);
   const std::int64_t es = bytes_of(t);
   const char* x = static_cast<const char*>(a.x);
   for (std::int64_t r = r0; r < r1; ++r) {
     const char* top = x + a.rows.i0[r] * a.x_row_stride * es;
-    const char* bottom = a.bilinear ? x + a.rows.i1[r] * a.x_row_stride * es : top;
+    const char* bottom = a.taps == 2 ? x + a.rows.i1[r] * a.x_row_stride * es : top;
     char* y = static_cast<char*>(a.y) + r * a.y_row_stride * es;
     if (a.channels == 1)
       nearest_columns(a, t, stream, top, y);
