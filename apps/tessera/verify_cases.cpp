@@ -196,32 +196,40 @@ void add_norms(std::vector<Case>& out) {
     const char* name;
     bool adds, layer;
   };
+  // Over the last dim of rows, and over C, H and W of an image batch (axis
+  // 1: PyTorch's LayerNorm([C, H, W]), ONNX LayerNormalization's axis).
+  const Sized kImageShapes[] = {
+      {Size::min, {1, 1, 1, 1}}, {Size::odd, {2, 5, 7, 9}}, {Size::typical, {2, 64, 16, 16}}, {Size::large, {4, 128, 32, 32}}};
   for (const NormOp op : {NormOp{"rms_norm", false, false}, NormOp{"layer_norm", false, true},
                           NormOp{"add_rms_norm", true, false}, NormOp{"add_layer_norm", true, true}})
-    for (DType dt : kFloatTypes)
-      for (const Sized& s : kRowShapes)
-        out.push_back({op.name, str(dt), s.shape.to_string(), s.size, [=]() -> Result<Problem> {
-                         const std::int64_t cols = s.shape[1];
-                         TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 8, -3.0f, 3.0f));
-                         TESSERA_ASSIGN_OR_RETURN(Tensor residual, random_tensor(dt, s.shape, 9, -3.0f, 3.0f));
-                         TESSERA_ASSIGN_OR_RETURN(Tensor gamma, random_tensor(dt, {cols}, 10));
-                         TESSERA_ASSIGN_OR_RETURN(Tensor beta, random_tensor(dt, {cols}, 11));
-                         std::vector<Tensor> inputs = {x};
-                         if (op.adds) inputs.push_back(residual);
-                         inputs.push_back(gamma);
-                         if (op.layer) inputs.push_back(beta);
-                         std::vector<Output> outputs = {{"y", x.desc(), tolerance_for(dt, cols)}};
-                         if (op.adds) outputs.push_back({"sum", x.desc(), tolerance_for(dt)});
-                         // residual, y and sum are shaped and typed like x; beta like gamma.
-                         auto plan = [op, xd = x.desc(), gd = gamma.desc()](Context& ctx) -> Result<PlanPtr> {
-                           const ops::NormAttrs attrs{.eps = 1e-5f};
-                           if (op.adds && op.layer) return ops::AddLayerNorm::plan(ctx, xd, xd, gd, gd, xd, xd, attrs);
-                           if (op.adds) return ops::AddRmsNorm::plan(ctx, xd, xd, gd, xd, xd, attrs);
-                           if (op.layer) return ops::LayerNorm::plan(ctx, xd, gd, gd, xd, attrs);
-                           return ops::RmsNorm::plan(ctx, xd, gd, xd, attrs);
-                         };
-                         return Problem{plan, std::move(inputs), std::move(outputs)};
-                       }});
+    for (bool image : {false, true})
+      for (DType dt : kFloatTypes)
+        for (const Sized& s : image ? std::span<const Sized>(kImageShapes) : std::span<const Sized>(kRowShapes))
+          out.push_back({image ? fmt::format("{}_chw", op.name) : std::string(op.name), str(dt), s.shape.to_string(), s.size,
+                         [=]() -> Result<Problem> {
+                           const int axis = image ? 1 : -1;
+                           Shape normalized;
+                           for (int i = 1; i < s.shape.rank(); ++i) normalized.push_back(s.shape[i]);
+                           TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 8, -3.0f, 3.0f));
+                           TESSERA_ASSIGN_OR_RETURN(Tensor residual, random_tensor(dt, s.shape, 9, -3.0f, 3.0f));
+                           TESSERA_ASSIGN_OR_RETURN(Tensor gamma, random_tensor(dt, normalized, 10));
+                           TESSERA_ASSIGN_OR_RETURN(Tensor beta, random_tensor(dt, normalized, 11));
+                           std::vector<Tensor> inputs = {x};
+                           if (op.adds) inputs.push_back(residual);
+                           inputs.push_back(gamma);
+                           if (op.layer) inputs.push_back(beta);
+                           std::vector<Output> outputs = {{"y", x.desc(), tolerance_for(dt, gamma.numel())}};
+                           if (op.adds) outputs.push_back({"sum", x.desc(), tolerance_for(dt)});
+                           // residual, y and sum are shaped and typed like x; beta like gamma.
+                           auto plan = [op, axis, xd = x.desc(), gd = gamma.desc()](Context& ctx) -> Result<PlanPtr> {
+                             const ops::NormAttrs attrs{.eps = 1e-5f, .axis = axis};
+                             if (op.adds && op.layer) return ops::AddLayerNorm::plan(ctx, xd, xd, gd, gd, xd, xd, attrs);
+                             if (op.adds) return ops::AddRmsNorm::plan(ctx, xd, xd, gd, xd, xd, attrs);
+                             if (op.layer) return ops::LayerNorm::plan(ctx, xd, gd, gd, xd, attrs);
+                             return ops::RmsNorm::plan(ctx, xd, gd, xd, attrs);
+                           };
+                           return Problem{plan, std::move(inputs), std::move(outputs)};
+                         }});
 }
 
 void add_group_norms(std::vector<Case>& out) {

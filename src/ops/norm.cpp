@@ -1,5 +1,7 @@
 #include "tessera/ops/norm.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
 
@@ -22,13 +24,16 @@ std::string_view op_name(NormKind kind, bool add) {
 // outputs {y, [sum]}; sum is there exactly when residual is.
 class NormPlan final : public Plan {
  public:
+  // cols: the elements a row normalizes; steps: their stride in x,
+  // residual, sum, y, gamma and beta (the normalized dims, one run each).
   NormPlan(NormKind kind, std::vector<TensorDesc> inputs, std::vector<std::string_view> input_names,
            std::vector<TensorDesc> outputs, int gamma_at, int beta_at, NormAttrs attrs,
            const kernels::KernelRow<kernels::NormFamily>* row, kernels::RowTiling tiling, kernels::NormOutputBlock output,
-           SplitDims<4> rows)
+           SplitDims<4> rows, std::int64_t cols, std::array<std::int64_t, 6> steps)
       : Plan(row->name, bytes_of_all(inputs, outputs), flops_of(kind, outputs)),
         kind_(kind), inputs_(std::move(inputs)), input_names_(std::move(input_names)), outputs_(std::move(outputs)),
-        gamma_at_(gamma_at), beta_at_(beta_at), attrs_(attrs), row_(row), tiling_(tiling), output_(output), rows_(rows) {}
+        gamma_at_(gamma_at), beta_at_(beta_at), attrs_(attrs), row_(row), tiling_(tiling), output_(output), rows_(rows),
+        cols_(cols), steps_(steps) {}
 
   std::string_view op() const override { return op_name(kind_, has_residual()); }
 
@@ -50,16 +55,15 @@ class NormPlan final : public Plan {
       const TensorDesc& sum = has_residual() ? outputs_[1] : y;
       const TensorDesc* gamma = gamma_at_ >= 0 ? &inputs_[gamma_at_] : nullptr;
       const TensorDesc* beta = beta_at_ >= 0 ? &inputs_[beta_at_] : nullptr;
-      const int last = x.rank() - 1;
       const kernels::NormArgs args{
           kind_, x.dtype, residual.dtype, sum.dtype, gamma ? gamma->dtype : x.dtype, beta ? beta->dtype : x.dtype, y.dtype,
-          x.shape[last],
-          nullptr, rows_.inner_strides[0], x.strides[last],
-          nullptr, rows_.inner_strides[1], residual.strides[last],
-          nullptr, rows_.inner_strides[2], sum.strides[last],
-          gamma ? in[gamma_at_].data() : nullptr, gamma ? gamma->strides[0] : 0,
-          beta ? in[beta_at_].data() : nullptr, beta ? beta->strides[0] : 0,
-          nullptr, rows_.inner_strides[3], y.strides[last],
+          cols_,
+          nullptr, rows_.inner_strides[0], steps_[0],
+          nullptr, rows_.inner_strides[1], steps_[1],
+          nullptr, rows_.inner_strides[2], steps_[2],
+          gamma ? in[gamma_at_].data() : nullptr, steps_[4],
+          beta ? in[beta_at_].data() : nullptr, steps_[5],
+          nullptr, rows_.inner_strides[3], steps_[3],
           attrs_.eps, tiling_.stream_output, tiling_.prefetch_l1, output_};
       parallel_over(stream.pool(), rows_.outer, rows_.inner, tiling_.rows_per_task,
                     [&](const std::array<std::int64_t, 4>& off, std::int64_t r0, std::int64_t r1) {
@@ -102,7 +106,22 @@ class NormPlan final : public Plan {
   kernels::RowTiling tiling_;
   kernels::NormOutputBlock output_;
   SplitDims<4> rows_;  // x, residual, sum, y
+  std::int64_t cols_;
+  std::array<std::int64_t, 6> steps_;  // x, residual, sum, y, gamma, beta
 };
+
+// The stride of d's dims [from, rank) as one run (they merge, as in a view
+// of a contiguous tensor), or an error naming d.
+Result<std::int64_t> run_stride(const TensorDesc& d, std::string_view name, int from) {
+  Shape shape;
+  Strides strides;
+  for (int i = from; i < d.rank(); ++i) shape.push_back(d.shape[i]), strides.push_back(d.strides[i]);
+  const StridedDims<1> run = collapse<1>(shape, {strides});
+  if (run.rank > 1)
+    return Status::invalid_argument(fmt::format("{}: dims {} to {} (normalized) of {} do not form one run; pass a contiguous copy",
+                                                name, from, d.rank() - 1, d.to_string()));
+  return run.rank == 1 ? run.strides[0][0] : 1;
+}
 
 // residual and sum are given together (the add variants) or not at all.
 Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x, const std::optional<TensorDesc>& residual,
@@ -111,9 +130,17 @@ Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x,
   TESSERA_RETURN_IF_ERROR(x.validate("x"));
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
-  const int last = x.rank() - 1;
-  const std::int64_t cols = x.shape[last];
-  if (cols == 0) return Status::invalid_argument(fmt::format("x: last dim (normalized) is 0 in shape {}, expected > 0", x.shape.to_string()));
+  const int rank = x.rank();
+  if (attrs.axis < -rank || attrs.axis >= rank)
+    return Status::invalid_argument(fmt::format("axis: {} is out of range for x of shape {}, expected {} to {}", attrs.axis,
+                                                x.shape.to_string(), -rank, rank - 1));
+  const int axis = attrs.axis < 0 ? attrs.axis + rank : attrs.axis;
+  Shape normalized;  // x's dims from axis on
+  std::int64_t cols = 1;
+  for (int i = axis; i < rank; ++i) normalized.push_back(x.shape[i]), cols *= x.shape[i];
+  if (cols == 0)
+    return Status::invalid_argument(fmt::format("x: dims {} to {} (normalized) of shape {} hold no elements, expected > 0", axis,
+                                                rank - 1, x.shape.to_string()));
   const auto check_row_shaped = [&](const TensorDesc& d, std::string_view name, bool written) -> Status {
     TESSERA_RETURN_IF_ERROR(d.validate(name));
     TESSERA_RETURN_IF_ERROR(check_float(d, name));
@@ -123,8 +150,7 @@ Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x,
   const auto check_param = [&](const TensorDesc& d, std::string_view name) -> Status {
     TESSERA_RETURN_IF_ERROR(d.validate(name));
     TESSERA_RETURN_IF_ERROR(check_float(d, name));
-    TESSERA_RETURN_IF_ERROR(check_rank(d, name, 1, 1));
-    return check_same_shape(d, name, Shape{cols}, "x's last dim");
+    return check_same_shape(d, name, normalized, axis == rank - 1 ? "x's last dim" : fmt::format("x's dims from {} on", axis));
   };
   if (residual) TESSERA_RETURN_IF_ERROR(check_row_shaped(*residual, "residual", false));
   if (gamma) TESSERA_RETURN_IF_ERROR(check_param(*gamma, "gamma"));
@@ -142,25 +168,38 @@ Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x,
   const int beta_at = beta ? int(inputs.size()) : -1;
   if (beta) inputs.push_back(*beta), names.push_back("beta");
 
-  // Rows: every dim but the last, walked in step by x, residual, sum and y.
+  // Rows: every dim before axis, walked in step by x, residual, sum and y;
+  // the normalized dims of each operand, one run of `cols` elements.
   const TensorDesc& r = residual ? *residual : x;
   const TensorDesc& s = sum ? *sum : y;
   Shape lead;
   std::array<Strides, 4> strides;
-  for (int i = 0; i < last; ++i) {
+  for (int i = 0; i < axis; ++i) {
     lead.push_back(x.shape[i]);
     for (int k = 0; const TensorDesc* d : {&x, &r, &s, &y}) strides[k++].push_back(d->strides[i]);
   }
-  // Column stride 1 in every operand; a single column is contiguous whatever its stride.
-  bool unit = true;
-  for (const TensorDesc* d : {&x, &r, &s, &y}) unit = unit && d->strides[last] == 1;
-  for (const auto* p : {&gamma, &beta}) unit = unit && (!*p || (*p)->strides[0] == 1);
+  std::array<std::int64_t, 6> steps{1, 1, 1, 1, 1, 1};  // 1 for an absent gamma or beta
+  TESSERA_ASSIGN_OR_RETURN(steps[0], run_stride(x, "x", axis));
+  TESSERA_ASSIGN_OR_RETURN(steps[3], run_stride(y, "y", axis));
+  steps[1] = steps[0], steps[2] = steps[3];  // no residual and sum: x's and y's
+  if (residual) {
+    TESSERA_ASSIGN_OR_RETURN(steps[1], run_stride(*residual, "residual", axis));
+    TESSERA_ASSIGN_OR_RETURN(steps[2], run_stride(*sum, "sum", axis));
+  }
+  if (gamma) {
+    TESSERA_ASSIGN_OR_RETURN(steps[4], run_stride(*gamma, "gamma", 0));
+  }
+  if (beta) {
+    TESSERA_ASSIGN_OR_RETURN(steps[5], run_stride(*beta, "beta", 0));
+  }
+  // Stride 1 along the run in every operand; a single column is contiguous whatever its stride.
+  const bool unit = std::ranges::all_of(steps, [](std::int64_t step) { return step == 1; });
   const kernels::RowProblem problem{x.dtype, y.dtype, gamma ? gamma->dtype : x.dtype, x.numel() / cols, cols, unit || cols == 1};
   const auto* row = kernels::select<kernels::NormFamily>(problem, ctx.isa());
   return PlanPtr(std::make_shared<NormPlan>(kind, std::move(inputs), std::move(names), std::move(outputs), gamma_at, beta_at,
                                             attrs, row, row->tiling(problem, ctx.hw()),
                                             kernels::norm_output_block(cols, sum ? sum->dtype : x.dtype, beta.has_value(), ctx.hw()),
-                                            split_last(collapse<4>(lead, strides))));
+                                            split_last(collapse<4>(lead, strides)), cols, steps));
 }
 
 // plan_norm_rows through plan_through_copies: inputs {x, [residual], [gamma],
@@ -194,7 +233,7 @@ Status run_norm(Stream& stream, NormKind kind, const Tensor& x, const std::optio
     if (*t) in.push_back(**t);
   if (sum) out.push_back(*sum);
   PlanKey key(op_name(kind, residual.has_value()), stream.context().isa());
-  key.add(std::int64_t(gamma.has_value())).add(std::int64_t(beta.has_value())).add(attrs.eps);
+  key.add(std::int64_t(gamma.has_value())).add(std::int64_t(beta.has_value())).add(attrs.eps).add(std::int64_t(attrs.axis));
   for (const Tensor& t : in) key.add(t.desc());
   for (const Tensor& t : out) key.add(t.desc());
   return run_cached(stream, key, [&] {

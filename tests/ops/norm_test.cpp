@@ -27,8 +27,8 @@ bool has_beta(Op op) { return op == Op::layer || op == Op::add_layer; }
 // One op through its one-shot function. residual and sum are used by the add
 // variants only, beta by the layer variants only.
 Status run(Stream& s, Op op, const Tensor& x, const Tensor& residual, const std::optional<Tensor>& gamma,
-           const std::optional<Tensor>& beta, const Tensor& y, const Tensor& sum, float eps = 1e-5f) {
-  const ops::NormAttrs attrs{.eps = eps};
+           const std::optional<Tensor>& beta, const Tensor& y, const Tensor& sum, float eps = 1e-5f, int axis = -1) {
+  const ops::NormAttrs attrs{.eps = eps, .axis = axis};
   switch (op) {
     case Op::rms: return ops::rms_norm(s, x, gamma, y, attrs);
     case Op::layer: return ops::layer_norm(s, x, gamma, beta, y, attrs);
@@ -117,6 +117,37 @@ TEST_P(NormTest, StridedViews) {
     Tensor gs = value_or_die(random_tensor(DType::f32, {66}, 9).slice(0, 0, 66, 2));
     expect_matches_reference(op, xt, rt, gs, b.slice(0, 0, 33).value());
   }
+}
+
+// Over several trailing dims (axis; ONNX LayerNormalization, PyTorch's
+// normalized_shape): what the op over one dim gives on x as [rows, their
+// product] and gamma and beta flattened (at scalar), also for a view whose
+// rows are apart (every other entry of a bigger batch).
+TEST_P(NormTest, SeveralTrailingDims) {
+  for (Op op : kOps)
+    for (DType dt : {DType::f32, DType::bf16})
+      for (int axis : {1, -2, 0})
+        for (bool apart : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} axis {} apart {}", name(op), to_string(dt), axis, apart));
+          const Shape shape{2, 3, 4, 40};
+          const int from = axis < 0 ? axis + 4 : axis;
+          Shape normalized;
+          std::int64_t cols = 1;
+          for (int i = from; i < 4; ++i) normalized.push_back(shape[i]), cols *= shape[i];
+          Tensor x = random_tensor(dt, shape, 1, -3.0f, 3.0f), res = random_tensor(dt, shape, 2, -3.0f, 3.0f);
+          if (apart && from == 0) continue;  // no view of x is apart then
+          if (apart) x = value_or_die(random_tensor(dt, {4, 3, 4, 40}, 1, -3.0f, 3.0f).slice(0, 0, 4, 2));
+          Tensor g = random_tensor(dt, normalized, 3), b = random_tensor(dt, normalized, 4);
+          Tensor y = zeros(dt, shape), sum = zeros(dt, shape), ry = zeros(dt, {960 / cols, cols}), rsum = zeros(dt, ry.shape());
+          const Status st = run(stream_, op, x, res, g, b, y, sum, 1e-5f, axis);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_TRUE(run(ref_stream_, op, value_or_die(clone(x).reshape(ry.shape())), value_or_die(res.reshape(ry.shape())),
+                          value_or_die(g.reshape({cols})), value_or_die(b.reshape({cols})), ry, rsum).ok());
+          EXPECT_TRUE(close(value_or_die(y.reshape(ry.shape())), ry, tolerance_for(dt, cols)));
+          if (adds(op)) {
+            EXPECT_TRUE(close(value_or_die(sum.reshape(ry.shape())), rsum, tolerance_for(dt)));
+          }
+        }
 }
 
 TEST_P(NormTest, InPlace) {
@@ -346,6 +377,17 @@ TEST(NormErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, x, g, x, d(DType::f32, {4, 9})), "sum"));
   EXPECT_TRUE(fails_naming(ops::AddRmsNorm::plan(ctx, x, x, g, x, d(DType::i8, {4, 8})), "sum"));
   EXPECT_TRUE(fails_naming(ops::AddLayerNorm::plan(ctx, x, x, g, g, x, rows_overlap), "sum"));
+  // axis, and several normalized dims
+  const TensorDesc x3 = d(DType::f32, {2, 4, 8});
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x3, d(DType::f32, {4, 8}), x3, {.axis = 3}), "axis"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x3, d(DType::f32, {4, 8}), x3, {.axis = -4}), "axis"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x3, d(DType::f32, {32}), x3, {.axis = 1}), "gamma"));  // shaped as the dims
+  EXPECT_TRUE(ops::RmsNorm::plan(ctx, x3, d(DType::f32, {4, 8}), x3, {.axis = 1}).ok());
+  const TensorDesc gaps{DType::f32, {2, 4, 8}, {64, 9, 1}};  // rows of 8 one element apart: no single run
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, gaps, d(DType::f32, {4, 8}), x3, {.axis = 1}), "x"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x3, d(DType::f32, {4, 8}), gaps, {.axis = 1}), "y"));
+  EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, d(DType::f32, {2, 0, 8}), d(DType::f32, {0, 8}), d(DType::f32, {2, 0, 8}), {.axis = 1}),
+                           "x"));
   // eps
   for (float eps : {-1.0f, nan, inf}) {
     EXPECT_TRUE(fails_naming(ops::RmsNorm::plan(ctx, x, g, x, {.eps = eps}), "eps"));

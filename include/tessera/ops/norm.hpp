@@ -2,7 +2,11 @@
 // Normalizations over the last dim (C) of x [..., C], each row on its own:
 //   RmsNorm:   y = x / sqrt(mean(x^2) + eps) * gamma
 //   LayerNorm: y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta   (biased variance)
-// gamma and beta [C] are optional: absent, they are 1 and 0.
+// gamma and beta [C] are optional: absent, they are 1 and 0. With axis,
+// over x's dims from axis on instead (ONNX LayerNormalization's axis,
+// PyTorch's normalized_shape of several dims), gamma and beta shaped as
+// those dims; in x, residual, y and sum those dims must form one run (as in
+// any view of a contiguous tensor that keeps them whole).
 //
 // AddRmsNorm and AddLayerNorm fuse the residual add of a transformer block:
 // sum = x + residual is written (the next block's residual) and y is the norm
@@ -17,7 +21,8 @@
 // contiguous copies in the plan's workspace. y may be the very same view as x
 // (in-place); sum may be the very same view as x or as residual; any other
 // overlap is an error. A row of zero spread gives beta (or 0) even with eps =
-// 0. x with a last dim of 0 is an error; x with no rows is an empty result.
+// 0. x with no elements to normalize is an error; x with no rows is an
+// empty result.
 //
 // The one-shot functions take std::nullopt for an absent gamma or beta.
 #include <optional>
@@ -29,6 +34,7 @@ namespace tessera::ops {
 
 struct NormAttrs {
   float eps = 1e-6f;  // finite, >= 0
+  int axis = -1;      // the first normalized dim (negative: from the end)
 };
 
 struct RmsNorm {
