@@ -80,7 +80,9 @@ CubicTaps resize_cubic_taps(std::int64_t o, std::int64_t in, std::int64_t out, C
     const Wide at = i - 1 + k;
     const bool outside = at < 0 || at >= in;
     taps.i[k] = std::int64_t(std::clamp<Wide>(at, 0, in - 1));
-    taps.w[k] = exclude_outside ? (outside ? 0.0f : float(w[k] / kept)) : float(w[k]);
+    // A coefficient that zeroes every inside tap leaves nothing to rescale
+    // by (ONNX divides by 0 there): the weights stay as they are.
+    taps.w[k] = exclude_outside && kept != 0 ? (outside ? 0.0f : float(w[k] / kept)) : float(w[k]);
   }
   return taps;
 }

@@ -52,7 +52,7 @@ CubicTaps resize_cubic_taps(std::int64_t o, std::int64_t in, std::int64_t out, o
 // One axis, one entry per output index. Tables hold a multiple of
 // kResizeTableAlign entries, the padding repeating the last entry, so a
 // block of vector lanes reads whole blocks and its source indices span
-// [i0 of its first lane, i1 (or i0) of its last].
+// [i0 of its first lane, its last tap (i0, i1 or i3) of its last].
 inline constexpr std::int64_t kResizeTableAlign = 16;
 struct ResizeTable {
   const std::int32_t* i0;  // nearest: the source index; bilinear and cubic: the first tap

@@ -118,11 +118,14 @@ ReducePass make_pass(Context& ctx, ReduceOp op, DType x_dtype, DType y_dtype, st
 // reading pieces of every row: NHWC [4, 64, 64, 512] f32 over N, H and W,
 // AMD EPYC Zen 3, 1 / 2 threads: 6.4 / 13.9 GB/s. The run becomes [parts,
 // length / parts], parts the largest divisor of its length up to 4 a core
-// (none: left whole), each part at least 64 elements.
+// (none: left whole), each part at least 64 elements. Reductions under 64
+// KiB a core stay one pass: a second pass and its workspace would cost more
+// than the one core saves.
 StridedDims<1> split_for_cores(StridedDims<1> group, std::int64_t outputs, std::int64_t x_bytes, const hw::Info& hw) {
   const std::int64_t length = group.shape[0], step = group.strides[0][0], cores = hw.cores;
   const bool few = step == 1 ? outputs < cores : saturating_mul(outputs, x_bytes) < cores * (8 << 10);
-  if (!few || cores < 2) return group;
+  const bool big = saturating_mul(saturating_mul(outputs, length), x_bytes) >= cores * (64 << 10);
+  if (!few || !big || cores < 2) return group;
   for (std::int64_t parts = 4 * cores; parts >= 2; --parts)
     if (length % parts == 0 && length / parts >= 64) {
       group.rank = 2;
@@ -198,8 +201,9 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   }
 
   // The reduced dims, merged where x's strides allow (NCHW's H and W; every
-  // dim of a contiguous x): a group each, one pass each. Size-1 dims drop out;
-  // none left (or none named) is one pass of length 1.
+  // dim of a contiguous x): a group each, one pass each. Size-1 dims drop
+  // out; none left (all reduced dims of size 1, or x's shape kept whole) is
+  // one pass of length 1.
   StridedDims<1> groups = collapse<1>(lengths, {steps});
   if (!arg && groups.rank == 1) groups = split_for_cores(groups, y.numel(), bytes_of(x.dtype), ctx.hw());
   std::vector<ReducePass> passes;

@@ -105,7 +105,7 @@ class ResizePlan final : public Plan {
 Status check_attrs(const ResizeAttrs& attrs) {
   if (attrs.mode != ResizeMode::nearest && attrs.mode != ResizeMode::bilinear && attrs.mode != ResizeMode::cubic)
     return Status::invalid_argument(fmt::format("mode: {} is not a ResizeMode (nearest, bilinear or cubic)", int(attrs.mode)));
-  if (!std::isfinite(attrs.cubic_coeff_a))
+  if (attrs.mode == ResizeMode::cubic && !std::isfinite(attrs.cubic_coeff_a))
     return Status::invalid_argument(fmt::format("cubic_coeff_a: {} is not finite", attrs.cubic_coeff_a));
   switch (attrs.coord) {
     case CoordinateMode::half_pixel:
@@ -184,7 +184,8 @@ Status resize(Stream& stream, const Tensor& x, const Tensor& y, const ResizeAttr
   PlanKey key("resize", stream.context().isa());
   key.add(x.desc()).add(y.desc());
   key.add(std::int64_t(attrs.mode)).add(std::int64_t(attrs.coord)).add(std::int64_t(attrs.rounding));
-  key.add(std::int64_t(attrs.channels_last)).add(attrs.cubic_coeff_a).add(std::int64_t(attrs.exclude_outside));
+  key.add(std::int64_t(attrs.channels_last));
+  if (attrs.mode == ResizeMode::cubic) key.add(attrs.cubic_coeff_a).add(std::int64_t(attrs.exclude_outside));
   const Tensor in[] = {x}, out[] = {y};
   return run_cached(stream, key, [&] { return Resize::plan(stream.context(), x.desc(), y.desc(), attrs); }, in, out);
 }

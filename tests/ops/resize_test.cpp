@@ -234,24 +234,31 @@ TEST_P(ResizeTest, OnePixelInAndOut) {
 // element (NCHW) and of several (NHWC; 40 f32 channels fill whole lines).
 TEST_P(ResizeTest, StreamingRowsMatchPlainStores) {
   constexpr std::int64_t h = 5, w = 7, ho = 10, wo = 14;
-  const auto table = [](std::int64_t in, std::int64_t out, std::vector<std::int32_t>& i0, std::vector<std::int32_t>& i1,
-                        std::vector<float>& w0, std::vector<float>& w1) {
-    for (std::int64_t o = 0; o < (out + kernels::kResizeTableAlign - 1) / kernels::kResizeTableAlign * kernels::kResizeTableAlign; ++o) {
-      const kernels::LinearTaps t = kernels::resize_linear_taps(std::min(o, out - 1), in, out, CoordinateMode::half_pixel);
-      i0.push_back(std::int32_t(t.i0)), i1.push_back(std::int32_t(t.i1)), w0.push_back(t.w0), w1.push_back(t.w1);
+  // Cubic's taps (half_pixel, a = -0.75), the first two also read as bilinear's.
+  struct Table {
+    std::vector<std::int32_t> i[4];
+    std::vector<float> w[4];
+    kernels::ResizeTable view() const {
+      return {i[0].data(), i[1].data(), w[0].data(), w[1].data(), i[2].data(), i[3].data(), w[2].data(), w[3].data()};
     }
-    return kernels::ResizeTable{i0.data(), i1.data(), w0.data(), w1.data()};
   };
-  std::vector<std::int32_t> ri0, ri1, ci0, ci1;
-  std::vector<float> rw0, rw1, cw0, cw1;
-  const kernels::ResizeTable rows = table(h, ho, ri0, ri1, rw0, rw1), cols = table(w, wo, ci0, ci1, cw0, cw1);
+  const auto table = [](std::int64_t in, std::int64_t out) {
+    Table t;
+    for (std::int64_t o = 0; o < (out + kernels::kResizeTableAlign - 1) / kernels::kResizeTableAlign * kernels::kResizeTableAlign; ++o) {
+      const kernels::CubicTaps c = kernels::resize_cubic_taps(std::min(o, out - 1), in, out, CoordinateMode::half_pixel, -0.75f, false);
+      for (int k = 0; k < 4; ++k) t.i[k].push_back(std::int32_t(c.i[k])), t.w[k].push_back(c.w[k]);
+    }
+    return t;
+  };
+  const Table row_taps = table(h, ho), col_taps = table(w, wo);
+  const kernels::ResizeTable rows = row_taps.view(), cols = col_taps.view();
   for (DType dt : {DType::f32, DType::bf16})
-    for (bool bilinear : {false, true})
+    for (int taps : {1, 2, 4})
       for (std::int64_t channels : {1L, 3L, 40L}) {
-        SCOPED_TRACE(fmt::format("{} bilinear={} channels={}", to_string(dt), bilinear, channels));
+        SCOPED_TRACE(fmt::format("{} taps={} channels={}", to_string(dt), taps, channels));
         Tensor x = random_tensor(dt, {h, w, channels}, 8);
         Tensor y = zeros(dt, {ho, wo, channels}), plain = zeros(dt, {ho, wo, channels});
-        kernels::ResizeArgs args{dt, bilinear ? 2 : 1, w, wo, channels, x.data(), w * channels, channels, 1,
+        kernels::ResizeArgs args{dt, taps, w, wo, channels, x.data(), w * channels, channels, 1,
                                  y.data(), wo * channels, channels, 1, rows, cols, true};
         const kernels::ResizeProblem problem{{dt, dt, dt, ho, wo * channels, true}, args.taps};
         const auto* row = kernels::select<kernels::ResizeFamily>(problem, GetParam());

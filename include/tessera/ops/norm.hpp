@@ -6,7 +6,9 @@
 // over x's dims from axis on instead (ONNX LayerNormalization's axis,
 // PyTorch's normalized_shape of several dims), gamma and beta shaped as
 // those dims; in x, residual, y and sum those dims must form one run (as in
-// any view of a contiguous tensor that keeps them whole).
+// any view of a contiguous tensor that keeps them whole): other views of
+// them, transposed ones included, are an error naming the operand (the
+// contiguous copies below cover one normalized dim).
 //
 // AddRmsNorm and AddLayerNorm fuse the residual add of a transformer block:
 // sum = x + residual is written (the next block's residual) and y is the norm

@@ -33,7 +33,7 @@ namespace tessera::ops {
 
 enum class ResizeMode { nearest, bilinear, cubic };
 enum class CoordinateMode { half_pixel, align_corners, asymmetric, pytorch_half_pixel };
-// How nearest rounds a source coordinate (bilinear ignores it):
+// How nearest rounds a source coordinate (bilinear and cubic ignore it):
 // round_prefer_floor rounds to the nearest index, halves down (ONNX's default);
 // floor takes the index at or below (PyTorch's nearest).
 enum class NearestRounding { round_prefer_floor, floor };
