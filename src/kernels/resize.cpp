@@ -70,20 +70,19 @@ CubicTaps resize_cubic_taps(std::int64_t o, std::int64_t in, std::int64_t out, C
   const auto near = [c](double d) { return ((c + 2) * d - (c + 3)) * d * d + 1; };
   const auto far = [c](double d) { return ((c * d - 5 * c) * d + 8 * c) * d - 4 * c; };
   const double w[4] = {far(1 + t), near(t), near(1 - t), far(2 - t)};
-  double kept = 0;
-  for (int k = 0; k < 4; ++k) {
-    const Wide at = i - 1 + k;
-    if (!exclude_outside || (at >= 0 && at < in)) kept += w[k];
-  }
   CubicTaps taps{};
+  bool inside[4];
+  double kept = 0;  // the inside taps' weight
   for (int k = 0; k < 4; ++k) {
     const Wide at = i - 1 + k;
-    const bool outside = at < 0 || at >= in;
+    inside[k] = at >= 0 && at < in;
     taps.i[k] = std::int64_t(std::clamp<Wide>(at, 0, in - 1));
-    // A coefficient that zeroes every inside tap leaves nothing to rescale
-    // by (ONNX divides by 0 there): the weights stay as they are.
-    taps.w[k] = exclude_outside && kept != 0 ? (outside ? 0.0f : float(w[k] / kept)) : float(w[k]);
+    if (inside[k]) kept += w[k];
   }
+  // A coefficient that zeroes every inside tap leaves nothing to rescale by
+  // (ONNX divides by 0 there): the weights stay as they are.
+  const bool rescale = exclude_outside && kept != 0;
+  for (int k = 0; k < 4; ++k) taps.w[k] = rescale ? (inside[k] ? float(w[k] / kept) : 0.0f) : float(w[k]);
   return taps;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/scratch.hpp"
 #include "kernels/tiling.hpp"
 
 namespace tessera::ops {
@@ -107,7 +108,11 @@ namespace {  // internal to each ISA's translation unit (see vec.hpp)
 template <int N>
 class InterpolatedRows {
  public:
-  InterpolatedRows(float* buffer, std::int64_t width) : buffer_(buffer), width_(width) { std::fill_n(held_, N, -1); }
+  // Rows of `width` f32 each, in the thread's ScratchSlot::partial.
+  explicit InterpolatedRows(std::int64_t width)
+      : buffer_(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(N * width) * sizeof(float)))), width_(width) {
+    std::fill_n(held_, N, -1);
+  }
 
   // Source row i, interpolated by fill(i, out) unless a buffer holds it
   // already; a buffer holding none of the rows `keep` (those the output row

@@ -136,13 +136,6 @@ StridedDims<1> split_for_cores(StridedDims<1> group, std::int64_t outputs, std::
   return group;
 }
 
-// Row-major strides of a contiguous `shape`.
-Strides dense_strides(const Shape& shape) {
-  Strides s = Strides::filled(shape.rank(), 1);
-  for (int i = shape.rank() - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 }  // namespace
 
 Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc& y, const ReduceAttrs& attrs) {
@@ -215,17 +208,17 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
     // Pass g reads groups 0..g with kept's elements and writes partials
     // [groups 0..g-1][kept] (f32, dense), or y at g = 0.
     const std::int64_t kept_elems = y.numel();
+    const Strides dense_kept = contiguous_strides(kept);
     for (int g = groups.rank - 1; g >= 0; --g) {
       Shape outputs;
       Strides in_strides, out_strides;
       for (int h = 0; h < g; ++h) outputs.push_back(groups.shape[h]);
-      const Strides partial = dense_strides(outputs);
+      const Strides partial = contiguous_strides(outputs);
       const bool first = g == groups.rank - 1, last = g == 0;
       for (int h = 0; h < g; ++h) {
         in_strides.push_back(first ? groups.strides[0][h] : saturating_mul(partial[h] * groups.shape[g], kept_elems));
         out_strides.push_back(partial[h] * kept_elems);
       }
-      const Strides dense_kept = dense_strides(kept);
       for (int i = 0; i < kept.rank(); ++i) {
         outputs.push_back(kept[i]);
         in_strides.push_back(first ? xs[i] : dense_kept[i]);

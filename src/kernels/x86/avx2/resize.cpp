@@ -1,7 +1,6 @@
 #include <algorithm>
 
 #include "kernels/resize.hpp"
-#include "kernels/scratch.hpp"
 #include "kernels/x86/avx2/vec.hpp"
 #include "kernels/x86/prefetch.hpp"
 
@@ -110,7 +109,7 @@ void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, 
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
   const bool pairs = c.half_pixel_x2 && t == DType::bf16;
-  InterpolatedRows<2> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  InterpolatedRows<2> rows(width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     // Each source row comes from memory once: fetched ahead, or its misses
@@ -159,7 +158,7 @@ template <class T, class Stream>
 void cubic_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
-  InterpolatedRows<4> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(4 * width) * sizeof(float))), width);
+  InterpolatedRows<4> rows(width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     prefetch_ahead(src, a.in_width * es);

@@ -7,7 +7,6 @@
 #include <type_traits>
 
 #include "kernels/resize.hpp"
-#include "kernels/scratch.hpp"
 #include "kernels/x86/avx512/vec.hpp"
 
 namespace tessera::kernels::avx512 {
@@ -85,7 +84,7 @@ template <class T, class Stream>
 static void bilinear_columns(const ResizeArgs& a, T t, Stream stream, std::int64_t r0, std::int64_t r1) {
   const std::int64_t es = bytes_of(t), width = (a.out_width + 15) / 16 * 16;
   const ResizeTable& c = a.cols;
-  InterpolatedRows<2> rows(static_cast<float*>(thread_scratch(ScratchSlot::partial, std::size_t(2 * width) * sizeof(float))), width);
+  InterpolatedRows<2> rows(width);
   auto interpolate = [&](std::int64_t i, float* out) {
     const char* src = static_cast<const char*>(a.x) + i * a.x_row_stride * es;
     // Each source row comes from memory once: fetched ahead as the
