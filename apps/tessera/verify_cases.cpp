@@ -309,14 +309,22 @@ void add_softmax(std::vector<Case>& out) {
 }
 
 void add_reduce(std::vector<Case>& out) {
-  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::min, ops::ReduceOp::argmax,
-                           ops::ReduceOp::argmin})
+  // x for `op`: factors near 1 for products (thousands stay within f32's
+  // range), positive sums for log_sum, else [-2, 2].
+  const auto input = [](ops::ReduceOp op, DType dt, const Shape& shape, std::uint64_t seed) {
+    const float lo = op == ops::ReduceOp::prod ? 0.95f : op == ops::ReduceOp::log_sum ? 0.0f : -2.0f;
+    const float hi = op == ops::ReduceOp::prod ? 1.05f : 2.0f;
+    return random_tensor(dt, shape, seed, lo, hi);
+  };
+  using ops::ReduceOp;
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::prod, ReduceOp::l1, ReduceOp::l2,
+                      ReduceOp::sum_square, ReduceOp::log_sum, ReduceOp::log_sum_exp, ReduceOp::argmax, ReduceOp::argmin})
     for (int axis : {-1, 0})  // along each row, and down the columns
       for (DType dt : kFloatTypes)
         for (const Sized& s : kRowShapes)
           out.push_back({fmt::format("reduce_{}_{}", ops::to_string(op), axis == 0 ? "columns" : "rows"), str(dt),
                          s.shape.to_string(), s.size, [=]() -> Result<Problem> {
-                           TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 19, -2.0f, 2.0f));
+                           TESSERA_ASSIGN_OR_RETURN(Tensor x, input(op, dt, s.shape, 19));
                            const int reduced = axis < 0 ? 1 : 0;
                            const bool indices = op == ops::ReduceOp::argmax || op == ops::ReduceOp::argmin;
                            const TensorDesc y = desc(indices ? DType::i64 : dt, {s.shape[1 - reduced]});
@@ -328,13 +336,13 @@ void add_reduce(std::vector<Case>& out) {
   // Several axes: NCHW per-channel statistics (N, H and W: two passes) and
   // a global average pool (H and W: one).
   const Sized kNchw[] = {{Size::min, {1, 1, 1, 1}}, {Size::odd, {3, 5, 7, 9}}, {Size::typical, {2, 320, 32, 32}}, {Size::large, {4, 512, 64, 64}}};
-  for (ops::ReduceOp op : {ops::ReduceOp::sum, ops::ReduceOp::mean, ops::ReduceOp::max, ops::ReduceOp::min})
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min, ReduceOp::l2, ReduceOp::log_sum_exp})
     for (bool stats : {true, false})
       for (DType dt : kFloatTypes)
         for (const Sized& s : kNchw)
           out.push_back({fmt::format("reduce_{}_{}", ops::to_string(op), stats ? "nhw" : "hw"), str(dt), s.shape.to_string(), s.size,
                          [=]() -> Result<Problem> {
-                           TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 20, -2.0f, 2.0f));
+                           TESSERA_ASSIGN_OR_RETURN(Tensor x, input(op, dt, s.shape, 20));
                            const TensorDesc y = desc(dt, {stats ? 1 : s.shape[0], s.shape[1], 1, 1});
                            const ops::ReduceAttrs attrs{.op = op, .axes = stats ? std::vector{0, 2, 3} : std::vector{2, 3}, .keep_dims = true};
                            const std::int64_t count = (stats ? s.shape[0] : 1) * s.shape[2] * s.shape[3];

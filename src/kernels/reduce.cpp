@@ -8,9 +8,14 @@ namespace {
 bool floats(const ReduceProblem& p) { return is_floating(p.x) && is_floating(p.y) && p.length > 0; }
 bool rows_layout(const ReduceProblem& p) { return floats(p) && p.x_step == 1; }
 bool columns_layout(const ReduceProblem& p) { return floats(p) && p.x_stride == 1 && p.y_stride == 1; }
-// The AVX-512 rows have no min: it takes the AVX2 rows there.
-bool avx512_rows_layout(const ReduceProblem& p) { return rows_layout(p) && p.kind != ReduceKind::min; }
-bool avx512_columns_layout(const ReduceProblem& p) { return columns_layout(p) && p.kind != ReduceKind::min; }
+// The AVX-512 rows have plain sums, means and max only: the other
+// reductions take the AVX2 rows there.
+bool avx512_kind(const ReduceProblem& p) {
+  return (p.kind == ReduceKind::sum || p.kind == ReduceKind::mean || p.kind == ReduceKind::max) && p.term == ReduceTerm::value &&
+         p.finish == ReduceFinish::none;
+}
+bool avx512_rows_layout(const ReduceProblem& p) { return rows_layout(p) && avx512_kind(p); }
+bool avx512_columns_layout(const ReduceProblem& p) { return columns_layout(p) && avx512_kind(p); }
 // argmax / argmin (an integer y) over contiguous rows.
 bool arg_rows_layout(const ReduceProblem& p) {
   return is_floating(p.x) && (p.y == DType::i32 || p.y == DType::i64) && p.x_step == 1 && p.length > 0;

@@ -15,6 +15,12 @@ std::string_view to_string(ReduceOp op) {
     case ReduceOp::mean: return "mean";
     case ReduceOp::max: return "max";
     case ReduceOp::min: return "min";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::l1: return "l1";
+    case ReduceOp::l2: return "l2";
+    case ReduceOp::sum_square: return "sum_square";
+    case ReduceOp::log_sum: return "log_sum";
+    case ReduceOp::log_sum_exp: return "log_sum_exp";
     case ReduceOp::argmax: return "argmax";
     case ReduceOp::argmin: return "argmin";
   }
@@ -23,21 +29,43 @@ std::string_view to_string(ReduceOp op) {
 
 namespace {
 
-kernels::ReduceKind kind_of(ReduceOp op) {
+// What one pass of `op` computes. Sums of terms take the terms in the
+// first pass (which reads x) and finish in the last (which writes y); the
+// passes between add partial sums. Products, extremes and log-sum-exps
+// combine partial results as the elements themselves (the log-sum-exp of
+// partial log-sum-exps is the whole one), means are means of means.
+struct PassKind {
+  kernels::ReduceKind kind;
+  kernels::ReduceTerm term = kernels::ReduceTerm::value;
+  kernels::ReduceFinish finish = kernels::ReduceFinish::none;
+};
+
+PassKind pass_kind(ReduceOp op, bool first, bool last) {
+  using K = kernels::ReduceKind;
+  using T = kernels::ReduceTerm;
+  const T square = first ? T::square : T::value;
   switch (op) {
-    case ReduceOp::mean: return kernels::ReduceKind::mean;
-    case ReduceOp::max: return kernels::ReduceKind::max;
-    case ReduceOp::min: return kernels::ReduceKind::min;
-    case ReduceOp::argmax: return kernels::ReduceKind::argmax;
-    case ReduceOp::argmin: return kernels::ReduceKind::argmin;
-    default: return kernels::ReduceKind::sum;
+    case ReduceOp::mean: return {K::mean};
+    case ReduceOp::max: return {K::max};
+    case ReduceOp::min: return {K::min};
+    case ReduceOp::prod: return {K::prod};
+    case ReduceOp::log_sum_exp: return {K::log_sum_exp};
+    case ReduceOp::argmax: return {K::argmax};
+    case ReduceOp::argmin: return {K::argmin};
+    case ReduceOp::l1: return {K::sum, first ? T::abs : T::value};
+    case ReduceOp::sum_square: return {K::sum, square};
+    case ReduceOp::l2: return {K::sum, square, last ? kernels::ReduceFinish::sqrt : kernels::ReduceFinish::none};
+    case ReduceOp::log_sum: return {K::sum, T::value, last ? kernels::ReduceFinish::log : kernels::ReduceFinish::none};
+    case ReduceOp::sum: break;
   }
+  return {K::sum};
 }
 
 // One pass of a reduction: `outputs` (y's elements, as dims walked with
 // the pass's input and output strides) each reduce `length` input elements
 // `x_step` apart.
 struct ReducePass {
+  PassKind kind;
   DType x_dtype, y_dtype;
   std::int64_t length, x_step;
   SplitDims<2> outputs;
@@ -90,7 +118,7 @@ class ReducePlan final : public Plan {
                   [&](const std::array<std::int64_t, 2>& off, std::int64_t j0, std::int64_t j1) {
                     // An empty axis reads nothing of x, whose data may then be null.
                     const char* x = p.length == 0 ? nullptr : x_base + (off[0] + j0 * st[0]) * xs;
-                    p.row->run({kind_of(op_), p.x_dtype, p.y_dtype, j1 - j0, p.length, x, p.x_step, st[0],
+                    p.row->run({p.kind.kind, p.kind.term, p.kind.finish, p.x_dtype, p.y_dtype, j1 - j0, p.length, x, p.x_step, st[0],
                                 y_base + (off[1] + j0 * st[1]) * ys, st[1]});
                   });
   }
@@ -101,10 +129,10 @@ class ReducePlan final : public Plan {
   std::int64_t buffer_bytes_[2] = {0, 0};
 };
 
-ReducePass make_pass(Context& ctx, ReduceOp op, DType x_dtype, DType y_dtype, std::int64_t length, std::int64_t x_step,
+ReducePass make_pass(Context& ctx, PassKind kind, DType x_dtype, DType y_dtype, std::int64_t length, std::int64_t x_step,
                      const Shape& outputs, const Strides& x_strides, const Strides& y_strides) {
-  ReducePass p{x_dtype, y_dtype, length, x_step, split_last(collapse<2>(outputs, {x_strides, y_strides})), nullptr, {}};
-  const kernels::ReduceProblem problem{kind_of(op), x_dtype, y_dtype, saturating_mul(p.outputs.outer.numel(), p.outputs.inner),
+  ReducePass p{kind, x_dtype, y_dtype, length, x_step, split_last(collapse<2>(outputs, {x_strides, y_strides})), nullptr, {}};
+  const kernels::ReduceProblem problem{kind.kind, kind.term, kind.finish, x_dtype, y_dtype, saturating_mul(p.outputs.outer.numel(), p.outputs.inner),
                                        length, x_step, p.outputs.inner_strides[0], p.outputs.inner_strides[1]};
   p.row = kernels::select<kernels::ReduceFamily>(problem, ctx.isa());
   p.tiling = p.row->tiling(problem, ctx.hw());
@@ -181,7 +209,8 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
     kept.push_back(x.shape[i]);
     xs.push_back(x.strides[i]);
   }
-  if (count == 0 && attrs.op != ReduceOp::sum)
+  const bool undefined_when_empty = attrs.op == ReduceOp::mean || attrs.op == ReduceOp::max || attrs.op == ReduceOp::min || arg;
+  if (count == 0 && undefined_when_empty)
     return Status::invalid_argument(fmt::format("x: dims [{}] (reduced) of shape {} hold no elements, and the {} of none is undefined",
                                                 which, x.shape.to_string(), to_string(attrs.op)));
   TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", expected,
@@ -203,7 +232,7 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   std::int64_t bytes = traffic_bytes({x, y});
   if (groups.rank <= 1) {
     const std::int64_t length = groups.rank == 1 ? groups.shape[0] : count, step = groups.rank == 1 ? groups.strides[0][0] : 0;
-    passes.push_back(make_pass(ctx, attrs.op, x.dtype, y.dtype, length, step, kept, xs, ys));
+    passes.push_back(make_pass(ctx, pass_kind(attrs.op, true, true), x.dtype, y.dtype, length, step, kept, xs, ys));
   } else {
     // Pass g reads groups 0..g with kept's elements and writes partials
     // [groups 0..g-1][kept] (f32, dense), or y at g = 0.
@@ -225,7 +254,7 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
         out_strides.push_back(last ? ys[i] : dense_kept[i]);
       }
       const std::int64_t step = first ? groups.strides[0][g] : kept_elems;
-      passes.push_back(make_pass(ctx, attrs.op, first ? x.dtype : DType::f32, last ? y.dtype : DType::f32, groups.shape[g], step,
+      passes.push_back(make_pass(ctx, pass_kind(attrs.op, first, last), first ? x.dtype : DType::f32, last ? y.dtype : DType::f32, groups.shape[g], step,
                                  outputs, in_strides, out_strides));
       if (!last) bytes = saturating_add(bytes, saturating_mul(8, partial[0] * groups.shape[0] * kept_elems));  // written, then read
     }

@@ -11,9 +11,18 @@ namespace {
 
 using ops::ReduceOp;
 
-const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min};
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::mean,       ReduceOp::max,     ReduceOp::min,        ReduceOp::prod,
+                         ReduceOp::l1,  ReduceOp::l2,         ReduceOp::sum_square, ReduceOp::log_sum, ReduceOp::log_sum_exp};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// x for `op`: products of factors near 1 (thousands of them stay within
+// f32's range), log_sum of positive sums, others in [-2, 2].
+Tensor input_for(ReduceOp op, DType dt, const Shape& shape, std::uint64_t seed) {
+  if (op == ReduceOp::prod) return random_tensor(dt, shape, seed, 0.95f, 1.05f);
+  if (op == ReduceOp::log_sum) return random_tensor(dt, shape, seed, 0.0f, 2.0f);
+  return random_tensor(dt, shape, seed, -2.0f, 2.0f);
+}
 
 // Non-negative dims for axes (negative from the end); all of x for none.
 std::vector<int> positive(const std::vector<int>& axes, int rank) {
@@ -46,6 +55,62 @@ std::int64_t reduced_count(const Shape& x, const std::vector<int>& axes) {
   return n;
 }
 
+// One output of `op` over its elements, in f64 as the ops define it.
+double naive_value(ReduceOp op, const std::vector<double>& v) {
+  const auto sum_of = [&](auto term) {
+    double acc = 0.0;
+    for (double e : v) acc += term(e);
+    return acc;
+  };
+  const auto any_nan = std::any_of(v.begin(), v.end(), [](double e) { return std::isnan(e); });
+  switch (op) {
+    case ReduceOp::mean: return sum_of([](double e) { return e; }) / double(v.size());
+    case ReduceOp::max:
+    case ReduceOp::min: {
+      if (any_nan) return NAN;
+      double acc = op == ReduceOp::max ? -INFINITY : INFINITY;
+      for (double e : v) acc = op == ReduceOp::max ? std::max(acc, e) : std::min(acc, e);
+      return acc;
+    }
+    case ReduceOp::prod: {
+      double acc = 1.0;
+      for (double e : v) acc *= e;
+      return acc;
+    }
+    case ReduceOp::l1: return sum_of([](double e) { return std::fabs(e); });
+    case ReduceOp::l2: return std::sqrt(sum_of([](double e) { return e * e; }));
+    case ReduceOp::sum_square: return sum_of([](double e) { return e * e; });
+    case ReduceOp::log_sum: return std::log(sum_of([](double e) { return e; }));
+    case ReduceOp::log_sum_exp: {
+      if (any_nan) return NAN;
+      const double top = v.empty() ? -INFINITY : *std::max_element(v.begin(), v.end());
+      if (std::isinf(top)) return top;
+      return top + std::log(sum_of([&](double e) { return std::exp(e - top); }));
+    }
+    default: return sum_of([](double e) { return e; });
+  }
+}
+
+// x reduced over `axes` in f64 by a plain loop, as f32 y (keep_dims: false).
+Tensor naive_reduce(const Tensor& x, const std::vector<int>& axes, ReduceOp op) {
+  const Tensor dense = value_or_die(x.contiguous());
+  const std::vector<int> dims = positive(axes, x.rank());
+  const Shape kept = reduced(x.shape(), axes, false);
+  std::vector<std::vector<double>> elements(std::size_t(TensorDesc::contiguous(DType::f32, kept).numel()));
+  for (std::int64_t i = 0; i < dense.numel(); ++i) {
+    std::int64_t rest = i, out = 0, out_stride = 1;
+    for (int d = x.rank() - 1; d >= 0; --d) {
+      const std::int64_t c = rest % x.dim(d);
+      rest /= x.dim(d);
+      if (!has(dims, d)) out += c * out_stride, out_stride *= x.dim(d);
+    }
+    elements[std::size_t(out)].push_back(detail::load(dense.data(), dense.dtype(), i));
+  }
+  Tensor y = zeros(DType::f32, kept);
+  for (std::size_t j = 0; j < elements.size(); ++j) detail::store(y.data(), DType::f32, std::int64_t(j), float(naive_value(op, elements[j])));
+  return y;
+}
+
 class ReduceTest : public IsaTest {
  protected:
   // Reduces x at this ISA and at scalar into fresh outputs, compares them,
@@ -57,6 +122,15 @@ class ReduceTest : public IsaTest {
     EXPECT_TRUE(ops::reduce(ref_stream_, x, ref, attrs).ok());
     EXPECT_TRUE(close(y, ref, tolerance_for(x.dtype(), reduced_count(x.shape(), attrs.axes))));
     return y;
+  }
+
+  // y (any float dtype, keep_dims or not) against naive_reduce.
+  ::testing::AssertionResult matches_naive(const Tensor& y, const Tensor& x, const std::vector<int>& axes, ReduceOp op) {
+    const Tensor want = naive_reduce(x, axes, op);
+    Tensor got = zeros(DType::f32, want.shape());
+    if (Status st = ops::cast(ref_stream_, value_or_die(y.reshape(want.shape())), got); !st.ok())
+      return ::testing::AssertionFailure() << st.to_string();
+    return close(got, want, tolerance_for(y.dtype(), reduced_count(x.shape(), axes)));
   }
 };
 
@@ -84,15 +158,15 @@ TEST_P(ReduceTest, MatchesReference) {
       for (const Case& c : cases)
         for (int axis : c.axes) {
           SCOPED_TRACE(fmt::format("{} {} {} axis={}", ops::to_string(op), to_string(dt), c.shape.to_string(), axis));
-          expect_matches_reference(random_tensor(dt, c.shape, 1, -2.0f, 2.0f), {.op = op, .axes = {axis}});
+          expect_matches_reference(input_for(op, dt, c.shape, 1), {.op = op, .axes = {axis}});
         }
 }
 
 TEST_P(ReduceTest, KeepDimsOnlyChangesTheShape) {
-  const Tensor x = random_tensor(DType::f32, {3, 5, 70}, 2);
   for (ReduceOp op : kOps)
     for (int axis : {0, 1, 2}) {
       SCOPED_TRACE(fmt::format("{} axis={}", ops::to_string(op), axis));
+      const Tensor x = input_for(op, DType::f32, {3, 5, 70}, 2);
       const Tensor kept = expect_matches_reference(x, {.op = op, .axes = {axis}, .keep_dims = true});
       const Tensor flat = expect_matches_reference(x, {.op = op, .axes = {axis}});
       EXPECT_EQ(kept.dim(axis), 1);
@@ -104,15 +178,15 @@ TEST_P(ReduceTest, KeepDimsOnlyChangesTheShape) {
 // input; and an output with gaps. Each also equals the reduction of a
 // contiguous copy.
 TEST_P(ReduceTest, StridedInputsAndOutputs) {
-  const Tensor base = random_tensor(DType::f32, {9, 17, 33}, 3);
-  const Tensor views[] = {
-      padded_copy(base),
-      value_or_die(base.permute({2, 0, 1})),
-      value_or_die(base.slice(2, 1, 33, 2)),
-      value_or_die(random_tensor(DType::f32, {1, 17, 33}, 4).expand({9, 17, 33})),
-  };
-  for (const Tensor& x : views)
-    for (ReduceOp op : kOps)
+  for (ReduceOp op : kOps) {
+    const Tensor base = input_for(op, DType::f32, {9, 17, 33}, 3);
+    const Tensor views[] = {
+        padded_copy(base),
+        value_or_die(base.permute({2, 0, 1})),
+        value_or_die(base.slice(2, 1, 33, 2)),
+        value_or_die(input_for(op, DType::f32, {1, 17, 33}, 4).expand({9, 17, 33})),
+    };
+    for (const Tensor& x : views)
       for (int axis : {0, 1, 2}) {
         SCOPED_TRACE(fmt::format("{} {} axis={}", ops::to_string(op), x.desc().to_string(), axis));
         const Tensor y = expect_matches_reference(x, {.op = op, .axes = {axis}});
@@ -120,7 +194,9 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
         ASSERT_TRUE(ops::reduce(stream_, value_or_die(x.contiguous()), dense, {.op = op, .axes = {axis}}).ok());
         EXPECT_TRUE(close(y, dense, tolerance_for(DType::f32, x.dim(axis))));
       }
+  }
   // y with row gaps.
+  const Tensor base = random_tensor(DType::f32, {9, 17, 33}, 3);
   Tensor y = padded_copy(zeros(DType::f32, {9, 17})), ref = zeros(DType::f32, {9, 17});
   ASSERT_TRUE(ops::reduce(stream_, base, y, {.op = ReduceOp::sum, .axes = {2}}).ok());
   ASSERT_TRUE(ops::reduce(ref_stream_, base, ref, {.op = ReduceOp::sum, .axes = {2}}).ok());
@@ -145,17 +221,67 @@ TEST_P(ReduceTest, NaNAndInfinities) {
     for (ReduceOp op : kOps) {
       SCOPED_TRACE(ops::to_string(op));
       const Tensor rows = expect_matches_reference(x, {.op = op, .axes = {1}});
+      const Tensor cols_out = expect_matches_reference(x, {.op = op, .axes = {0}});
+      EXPECT_TRUE(matches_naive(rows, x, {1}, op));
+      EXPECT_TRUE(matches_naive(cols_out, x, {0}, op));
       for (int r = 0; r < 3; ++r) EXPECT_TRUE(std::isnan(detail::load(rows.data(), dt, r))) << r;
+      if (op == ReduceOp::log_sum_exp) {  // the largest element when it is infinite, no exp(inf - inf)
+        EXPECT_EQ(detail::load(rows.data(), dt, 3), -kInf);
+        EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
+      }
+      if (op != ReduceOp::sum && op != ReduceOp::mean && op != ReduceOp::max && op != ReduceOp::min) continue;
       EXPECT_EQ(detail::load(rows.data(), dt, 3), -kInf);
       if (op == ReduceOp::min) EXPECT_LT(detail::load(rows.data(), dt, 4), 2.0f);
       else EXPECT_EQ(detail::load(rows.data(), dt, 4), kInf);
-      const Tensor cols_out = expect_matches_reference(x, {.op = op, .axes = {0}});
       for (std::int64_t c = 0; c < cols; ++c) {
         const bool sums = op == ReduceOp::sum || op == ReduceOp::mean;
         const bool nan_column = c == 0 || c == 20 || c == 36 || (c == 3 && sums);  // Inf + -Inf
         EXPECT_EQ(std::isnan(detail::load(cols_out.data(), dt, c)), nan_column) << c;
       }
     }
+  }
+}
+
+// Each new reduction by hand: L1, L2, sums of squares, products, the log of
+// a sum, log-sum-exp past exp's range and of -inf; and each over nothing
+// (ONNX's values: the sums 0, prod 1, log_sum and log_sum_exp -inf).
+TEST_P(ReduceTest, ValuesByHand) {
+  const auto reduce1 = [&](ReduceOp op, std::vector<float> values) {
+    Tensor x = zeros(DType::f32, {1, std::int64_t(values.size())}), y = zeros(DType::f32, {1});
+    std::copy(values.begin(), values.end(), x.data_as<float>());
+    const Status st = ops::reduce(stream_, x, y, {.op = op, .axes = {1}});
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return y.data_as<float>()[0];
+  };
+  EXPECT_EQ(reduce1(ReduceOp::l1, {3, -4}), 7.0f);
+  EXPECT_EQ(reduce1(ReduceOp::l2, {3, -4}), 5.0f);
+  EXPECT_EQ(reduce1(ReduceOp::sum_square, {3, -4}), 25.0f);
+  EXPECT_EQ(reduce1(ReduceOp::prod, {3, -4, 0.5f}), -6.0f);
+  EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum, {1, std::exp(1.0f) - 1}), 1.0f);
+  EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum_exp, {0, 0}), std::log(2.0f));
+  EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum_exp, {1000, 1000, -kInf}), 1000 + std::log(2.0f));
+  EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum_exp, {-1000, -1000}), -1000 + std::log(2.0f));
+  EXPECT_EQ(reduce1(ReduceOp::log_sum_exp, {-kInf, -kInf}), -kInf);
+  EXPECT_EQ(reduce1(ReduceOp::log_sum_exp, {kInf, 1, kInf}), kInf);
+  // The same in one SIMD lane (elements 0, 16 and 32 share a lane at AVX2
+  // and AVX-512): infinities met twice, -inf before finite values.
+  const auto row = [](float fill, std::vector<std::pair<int, float>> at) {
+    std::vector<float> v(33, fill);
+    for (auto [i, value] : at) v[std::size_t(i)] = value;
+    return v;
+  };
+  EXPECT_EQ(reduce1(ReduceOp::log_sum_exp, row(1, {{0, kInf}, {16, kInf}, {32, kInf}})), kInf);
+  EXPECT_EQ(reduce1(ReduceOp::log_sum_exp, row(-kInf, {})), -kInf);
+  EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum_exp, row(-kInf, {{16, 2}, {32, 2}})), 2 + std::log(2.0f));
+  EXPECT_EQ(reduce1(ReduceOp::l2, {kInf, 1}), kInf);
+  EXPECT_EQ(reduce1(ReduceOp::l1, {-kInf, 1}), kInf);
+  for (ReduceOp op : {ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::sum_square, ReduceOp::log_sum, ReduceOp::log_sum_exp}) {
+    SCOPED_TRACE(ops::to_string(op));
+    const float want = op == ReduceOp::prod ? 1.0f : op == ReduceOp::log_sum || op == ReduceOp::log_sum_exp ? -kInf : 0.0f;
+    EXPECT_EQ(reduce1(op, {}), want);
+    Tensor y = random_tensor(DType::bf16, {3}, 6);  // columns: none of 3 outputs
+    ASSERT_TRUE(ops::reduce(stream_, zeros(DType::bf16, {0, 3}), y, {.op = op, .axes = {0}}).ok());
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(detail::load(y.data(), DType::bf16, i), want) << i;
   }
 }
 
@@ -221,33 +347,6 @@ TEST_P(ReduceTest, ArgMaxAndArgMin) {
   EXPECT_EQ(ids.data_as<std::int64_t>()[1], 17);
 }
 
-// x reduced over `axes` in f64 by a plain loop, in y's element order.
-std::vector<double> naive_reduce(const Tensor& x, const std::vector<int>& axes, ReduceOp op) {
-  const Tensor dense = value_or_die(x.contiguous());
-  const std::vector<int> dims = positive(axes, x.rank());
-  const Shape kept = reduced(x.shape(), axes, false);
-  std::int64_t outputs = 1;
-  for (std::int64_t d : kept) outputs *= d;
-  const double start = op == ReduceOp::max ? -INFINITY : op == ReduceOp::min ? INFINITY : 0.0;
-  std::vector<double> y(std::size_t(outputs), start);
-  for (std::int64_t i = 0; i < dense.numel(); ++i) {
-    std::int64_t rest = i, out = 0, out_stride = 1;
-    for (int d = x.rank() - 1; d >= 0; --d) {
-      const std::int64_t c = rest % x.dim(d);
-      rest /= x.dim(d);
-      if (!has(dims, d)) out += c * out_stride, out_stride *= x.dim(d);
-    }
-    const double v = detail::load(dense.data(), dense.dtype(), i);
-    double& acc = y[std::size_t(out)];
-    if (op == ReduceOp::sum || op == ReduceOp::mean) acc += v;
-    else if (std::isnan(v) || std::isnan(acc)) acc = NAN;
-    else acc = op == ReduceOp::max ? std::max(acc, v) : std::min(acc, v);
-  }
-  if (op == ReduceOp::mean)
-    for (double& v : y) v /= double(reduced_count(x.shape(), axes));
-  return y;
-}
-
 // Over several axes, against this level's scalar row and a plain f64 loop:
 // axes that merge into one pass (NCHW's H and W, all of a contiguous x), that
 // do not (two and three passes), negative and unsorted, none (all), a
@@ -274,15 +373,11 @@ TEST_P(ReduceTest, SeveralAxes) {
         for (bool keep : {false, true}) {
           SCOPED_TRACE(fmt::format("{} {} {} axes [{}] permuted {} keep {}", ops::to_string(op), to_string(dt), c.shape.to_string(),
                                    fmt::join(c.axes, ", "), c.permuted, keep));
-          Tensor x = random_tensor(dt, c.shape, 11, -2.0f, 2.0f);
-          if (op == ReduceOp::max && dt == DType::f32) detail::store(x.data(), dt, 5, kNaN);
+          Tensor x = input_for(op, dt, c.shape, 11);
+          if ((op == ReduceOp::max || op == ReduceOp::log_sum_exp) && dt == DType::f32) detail::store(x.data(), dt, 5, kNaN);
           if (c.permuted) x = value_or_die(x.permute({2, 0, 1}));
           const Tensor y = expect_matches_reference(x, {.op = op, .axes = c.axes, .keep_dims = keep});
-          const std::vector<double> expected = naive_reduce(x, c.axes, op);
-          Tensor want = zeros(DType::f32, y.shape()), got = zeros(DType::f32, y.shape());
-          for (std::size_t i = 0; i < expected.size(); ++i) detail::store(want.data(), DType::f32, std::int64_t(i), float(expected[i]));
-          ASSERT_TRUE(ops::cast(ref_stream_, y, got).ok());
-          EXPECT_TRUE(close(got, want, tolerance_for(dt, reduced_count(x.shape(), c.axes))));
+          EXPECT_TRUE(matches_naive(y, x, c.axes, op));
         }
   // Passes that do not merge take a workspace; one pass none.
   const TensorDesc x = TensorDesc::contiguous(DType::f32, {2, 3, 5, 7});
@@ -302,11 +397,15 @@ TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
   EXPECT_EQ(rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_" + isa);
   EXPECT_EQ(cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_" + isa);
   EXPECT_EQ(cols->op(), "max");
-  // min: the AVX2 rows at every level from AVX2 up (the AVX-512 rows have none).
-  auto min_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = ReduceOp::min, .axes = {1}}));
-  auto min_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = ReduceOp::min, .axes = {0}}));
-  EXPECT_EQ(min_rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_avx2");
-  EXPECT_EQ(min_cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_avx2");
+  // The AVX-512 rows have only sum, mean and max: the others take the AVX2
+  // rows at every level from AVX2 up.
+  for (ReduceOp op : {ReduceOp::min, ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::log_sum, ReduceOp::log_sum_exp}) {
+    SCOPED_TRACE(ops::to_string(op));
+    auto op_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = op, .axes = {1}}));
+    auto op_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = op, .axes = {0}}));
+    EXPECT_EQ(op_rows->kernel(), isa.empty() ? "reduce_ref" : "reduce_rows_avx2");
+    EXPECT_EQ(op_cols->kernel(), isa.empty() ? "reduce_ref" : "reduce_columns_avx2");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest, ::testing::ValuesIn(isa_levels()), isa_name);

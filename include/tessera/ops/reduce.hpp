@@ -1,16 +1,19 @@
 #pragma once
-// Reductions: y = sum, mean, max or min of x over `axes` (negative count
-// from the end, as in Python; none named: all of x, as ONNX's ReduceSum
-// without axes), or the index of x's largest / smallest element along one
-// axis. y's shape is x's without the reduced dims, or with them as 1 when
+// Reductions (ONNX's Reduce* family): y = sum, mean, max, min, product,
+// L1 norm (sum of |x|), L2 norm (sqrt of the sum of squares), sum of
+// squares, log of the sum, or log-sum-exp (max + log(sum of exp(x - max)):
+// no overflow) of x over `axes` (negative count from the end, as in Python;
+// none named: all of x, as ONNX's ReduceSum without axes), or the index of
+// x's largest / smallest element along one axis. y's shape is x's without the reduced dims, or with them as 1 when
 // keep_dims. Float storage in and out (indices: integers); sums add up in
 // f64 (in short f32 blocks first: within f32 tolerance of the exact sum),
-// max and min compare in f32 and propagate NaN (a NaN among the reduced
-// elements gives NaN). Axes that x's strides merge (every axis of a
+// products multiply in f64, max and min compare in f32 and propagate NaN
+// (a NaN among the reduced elements gives NaN; log-sum-exp too, and an
+// infinite largest element gives itself). Axes that x's strides merge (every axis of a
 // contiguous x, NCHW's H and W) reduce in one pass; others in a pass per
 // merged group, the partial results (f32) in the plan's workspace.
-// No elements to reduce: sum gives 0; mean, max and min have no value and
-// are an error.
+// No elements to reduce: the sums give 0 (log_sum: -inf), prod 1,
+// log_sum_exp -inf; mean, max and min have no value and are an error.
 // argmax / argmin (ONNX ArgMax / ArgMin, greedy sampling over logits): y
 // (i64 or i32) holds the index along the axis of the first largest /
 // smallest value, a NaN counting as both (numpy's and PyTorch's rule).
@@ -22,7 +25,7 @@
 
 namespace tessera::ops {
 
-enum class ReduceOp { sum, mean, max, min, argmax, argmin };
+enum class ReduceOp { sum, mean, max, min, prod, l1, l2, sum_square, log_sum, log_sum_exp, argmax, argmin };
 std::string_view to_string(ReduceOp op);
 
 struct ReduceAttrs {
