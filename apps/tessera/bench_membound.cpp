@@ -457,6 +457,7 @@ std::vector<CaseMaker> case_makers() {
       {"sigmoid", [](const Env& e) { return make_activation(e, A::sigmoid, "logistic"); }},
       {"tanh", [](const Env& e) { return make_activation(e, A::tanh, "tanh"); }},
       {"exp", [](const Env& e) { return make_activation(e, A::exp, "exp"); }},
+      {"quick_gelu", [](const Env& e) { return make_activation(e, A::quick_gelu, "quick_gelu"); }},
       {"cast_f32_bf16", make_cast, true},
       {"add", [](const Env& e) { return make_binary(e, ops::BinaryOp::add, false); }},
       {"mul_bcast_row", [](const Env& e) { return make_binary(e, ops::BinaryOp::mul, true); }},

@@ -112,7 +112,7 @@ bool is_odd_or_typical(Size s) { return s == Size::odd || s == Size::typical; }
 
 void add_elementwise(std::vector<Case>& out) {
   for (Activation act : {Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu,
-                         Activation::sigmoid, Activation::tanh, Activation::exp})
+                         Activation::sigmoid, Activation::tanh, Activation::exp, Activation::quick_gelu})
     for (DType dt : kFloatTypes)
       for (const Sized& s : kRowShapes)
         out.push_back({fmt::format("unary_{}", ops::to_string(act)), str(dt), s.shape.to_string(), s.size,

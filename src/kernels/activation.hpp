@@ -6,7 +6,10 @@
 
 namespace tessera::kernels {
 
-enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, exp };
+enum class Act : std::uint8_t { none, relu, gelu_erf, gelu_tanh, silu, sigmoid, tanh, exp, quick_gelu };
+
+// quick_gelu(x) = x * sigmoid(kQuickGeluBeta x) (OpenAI CLIP's constant, as f32 in every row).
+inline constexpr float kQuickGeluBeta = 1.702f;
 
 // What the SIMD exps make of results below FLT_MIN. subnormal: the true
 // value. normal: the argument is clamped at -87, so they come out as
@@ -35,6 +38,7 @@ constexpr int act_work(Act act) {
     case Act::exp: return 16;
     case Act::sigmoid: return 21;
     case Act::silu: return 20;
+    case Act::quick_gelu: return 21;
     case Act::tanh: return 23;
     case Act::gelu_tanh: return 28;
     case Act::gelu_erf: return 30;
@@ -55,11 +59,13 @@ inline void dispatch_act(Act act, F&& f) {
     case Act::sigmoid: return f(std::integral_constant<Act, Act::sigmoid>{});
     case Act::tanh: return f(std::integral_constant<Act, Act::tanh>{});
     case Act::exp: return f(std::integral_constant<Act, Act::exp>{});
+    case Act::quick_gelu: return f(std::integral_constant<Act, Act::quick_gelu>{});
   }
 }
 
 namespace ref {
-// sigmoid and silu from exp(-|x|), exact in the tails; silu(-inf) = -0; NaN stays NaN.
+// sigmoid, silu and quick_gelu from exp(-|x|), exact in the tails; silu(-inf)
+// = quick_gelu(-inf) = -0; NaN stays NaN.
 double activate(double v, Act act);
 }  // namespace ref
 

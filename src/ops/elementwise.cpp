@@ -20,6 +20,7 @@ std::string_view to_string(Activation a) {
     case Activation::sigmoid: return "sigmoid";
     case Activation::tanh: return "tanh";
     case Activation::exp: return "exp";
+    case Activation::quick_gelu: return "quick_gelu";
   }
   return "?";
 }
@@ -321,6 +322,7 @@ Status silu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary
 Status sigmoid(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::sigmoid, x, y); }
 Status tanh(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::tanh, x, y); }
 Status exp(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::exp, x, y); }
+Status quick_gelu(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::quick_gelu, x, y); }
 Status cast(Stream& stream, const Tensor& x, const Tensor& y) { return run_unary(stream, Activation::none, x, y); }
 
 Status binary(Stream& stream, BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& y) {

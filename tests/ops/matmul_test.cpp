@@ -115,7 +115,7 @@ TEST_P(MatmulTest, BatchedBroadcastAndTransposedViews) {
 TEST_P(MatmulTest, EveryEpilogue) {
   for (DType dt : {DType::f32, DType::bf16})
     for (Activation act : {Activation::none, Activation::relu, Activation::gelu_erf, Activation::gelu_tanh, Activation::silu,
-                           Activation::sigmoid, Activation::tanh, Activation::exp}) {
+                           Activation::sigmoid, Activation::tanh, Activation::exp, Activation::quick_gelu}) {
       SCOPED_TRACE(fmt::format("{} {}", to_string(dt), ops::to_string(act)));
       const std::int64_t m = 37, n = 70, k = 96;
       EpilogueTensors e{.scale = 0.5f, .activation = act, .bias = random_tensor(DType::f32, {n}, 20),

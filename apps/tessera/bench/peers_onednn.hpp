@@ -28,7 +28,8 @@ Result<std::unique_ptr<AttentionImpl>> make_onednn_attention(const AttentionShap
 // (their data, dims and strides become oneDNN memory objects), for
 // `bench membound`. `primitive` names it:
 //   eltwise_relu, eltwise_gelu_erf, eltwise_gelu_tanh, eltwise_swish,
-//   eltwise_logistic, eltwise_tanh, eltwise_exp          {x} -> y
+//   eltwise_logistic, eltwise_tanh, eltwise_exp,
+//   eltwise_quick_gelu (swish at alpha 1.702)             {x} -> y
 //   binary_add, binary_mul                                {a, b} -> y
 //   softmax, logsoftmax (last axis)                       {x} -> y
 //   layer_norm (last axis, f32 scale and shift)           {x, gamma, beta} -> y

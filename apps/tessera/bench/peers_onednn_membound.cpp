@@ -51,7 +51,7 @@ std::optional<dnnl::algorithm> eltwise_algorithm(std::string_view name) {
   if (name == "eltwise_relu") return a::eltwise_relu;
   if (name == "eltwise_gelu_erf") return a::eltwise_gelu_erf;
   if (name == "eltwise_gelu_tanh") return a::eltwise_gelu_tanh;
-  if (name == "eltwise_swish") return a::eltwise_swish;
+  if (name == "eltwise_swish" || name == "eltwise_quick_gelu") return a::eltwise_swish;
   if (name == "eltwise_logistic") return a::eltwise_logistic;
   if (name == "eltwise_tanh") return a::eltwise_tanh;
   if (name == "eltwise_exp") return a::eltwise_exp;
@@ -73,7 +73,8 @@ Status prepare(const OnednnMemboundSpec& spec, Prepared& p) {
   const std::string& name = spec.primitive;
   const int axis = spec.axis < 0 ? spec.inputs[0].rank() + spec.axis : spec.axis;
   if (auto alg = eltwise_algorithm(name)) {
-    const float alpha = name == "eltwise_swish" ? 1.0f : 0.0f;
+    // swish is x * sigmoid(alpha x): silu at 1, quick_gelu at 1.702.
+    const float alpha = name == "eltwise_swish" ? 1.0f : name == "eltwise_quick_gelu" ? 1.702f : 0.0f;
     dnnl::eltwise_forward::primitive_desc pd({fwd, *alg, sd, alpha, 0.0f}, p.engine);
     p.primitive = dnnl::eltwise_forward(pd), p.kernel = pd.impl_info_str();
     p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};

@@ -47,6 +47,7 @@ Status silu(Stream& stream, const Tensor& x, const Tensor& y);
 Status sigmoid(Stream& stream, const Tensor& x, const Tensor& y);
 Status tanh(Stream& stream, const Tensor& x, const Tensor& y);
 Status exp(Stream& stream, const Tensor& x, const Tensor& y);
+Status quick_gelu(Stream& stream, const Tensor& x, const Tensor& y);  // x * sigmoid(1.702 x)
 // Converts x's values to y's dtype. Between f32, f16 and bf16: round to
 // nearest even, NaN kept, overflow to Inf. With an integer side (i8, u8,
 // i32, i64; not i4): integer to integer wraps modulo 2^bits (two's

@@ -21,6 +21,7 @@ double activate(double v, Act act) {
     case Act::sigmoid: return sigmoid(v);
     case Act::tanh: return std::tanh(v);
     case Act::exp: return std::exp(v);
+    case Act::quick_gelu: return std::isinf(v) && v < 0 ? -0.0 : v * sigmoid(kQuickGeluBeta * v);
   }
   return v;
 }

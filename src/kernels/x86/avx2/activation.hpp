@@ -28,6 +28,7 @@ __attribute__((always_inline)) static inline __m256 activate8(__m256 v, Act act)
     case Act::sigmoid: return sigmoid8<Out>(v);
     case Act::tanh: return tanh8<Out>(v);
     case Act::exp: return exp8_for<Out>(v);
+    case Act::quick_gelu: return silu8<Out>(v, kQuickGeluBeta);
   }
   return v;
 }

@@ -29,6 +29,7 @@ __attribute__((always_inline)) static inline V activate16(V v, Act act) {
     case Act::sigmoid: return sigmoid16<Out>(v);
     case Act::tanh: return tanh16<Out>(v);
     case Act::exp: return exp16_for<Out>(v);
+    case Act::quick_gelu: return silu16<Out>(v, kQuickGeluBeta);
   }
   return v;
 }

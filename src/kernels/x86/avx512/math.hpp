@@ -249,10 +249,11 @@ __attribute__((always_inline)) static inline V sigmoid16(V x) {
 // sigmoid16, which is what bounds these loops (the division runs on its own
 // unit alongside). Far below 0, exp(-x) overflows to Inf and the quotient is
 // -0, within any tolerance of the true -tiny; -inf gives -0 (not NaN).
+// beta scales the sigmoid's argument: x * sigmoid(beta x) (kQuickGeluBeta: quick_gelu).
 template <DType Out = DType::f32, class V>
-__attribute__((always_inline)) static inline V silu16(V x) {
+__attribute__((always_inline)) static inline V silu16(V x, float beta = 1.0f) {
   const MaskOf<V> minus_inf = cmp_ps_mask<_CMP_EQ_OQ>(x, set1_ps<V>(-__builtin_inff()));
-  const V q = divide_for<Out>(x, add_ps(set1_ps<V>(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(x, -1.0f)));
+  const V q = divide_for<Out>(x, add_ps(set1_ps<V>(1.0f), exp16_for<Out, ExpArg::any, ExpTiny::normal>(x, -beta)));
   return mask_mov_ps(q, minus_inf, set1_ps<V>(-0.0f));
 }
 
