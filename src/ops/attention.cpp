@@ -62,41 +62,54 @@ std::int64_t first_key_in_window(std::int64_t window, std::int64_t offset, std::
 // The first key position p of a unit sees.
 std::int64_t window_start(const Unit& u, std::int64_t p) { return first_key_in_window(u.window, u.args.causal_offset + p, u.kv_len); }
 
-// A sliding window as an additive mask in O(S) memory. Whether key t is in
-// position p's window depends only on t - p - the unit's causal offset, so
-// one band of 0s and -infs, read with a position stride of -1, serves every
-// row and unit: (p, t) reads band[t - p - offset + center], 0 where t - p -
-// offset is in (-window, 0]. center and the size keep the indices of units
-// of up to max_keys keys and max_positions positions inside the band, with
-// kMargin more on each side: the bf16 flash rows pad a unit's rows to
-// groups of 32 and form (never read) mask addresses for positions past its
-// last. A window that takes in max_keys hides nothing: no band (the mask
-// cost 1.1-1.2x at bf16 S 4096, 1 thread).
-class WindowBand {
+// A sliding window and ALiBi's biases as an additive mask in O(S) memory,
+// with no kernel of its own. Both depend only on d = t - p - the unit's
+// causal offset (key t's distance past the last key position p would see
+// under causal), so a band indexed by d, read with a position stride of -1,
+// serves every row and unit: (p, t) reads band[d + center]. A window keeps
+// d in (-window, 0] (0 there, -inf elsewhere); ALiBi adds -slope |d|, a band
+// per query head (head stride: the band's length). center and the length
+// keep the indices of units of up to max_keys keys and max_positions
+// positions inside the band, with kMargin more on each side: the bf16 flash
+// rows pad a unit's rows to groups of 32 and form (never read) mask
+// addresses for positions past its last. A window that takes in max_keys
+// hides nothing: without ALiBi, no band (the mask cost 1.1-1.2x at bf16 S
+// 4096, 1 thread).
+class RelativeBand {
  public:
   static constexpr std::int64_t kMargin = 64;
-  WindowBand(std::int64_t window, std::int64_t max_keys, std::int64_t max_positions)
-      : window_(window), center_(kMargin + std::max<std::int64_t>(max_keys, 1) - 1) {
-    if (window <= 0 || window >= max_keys) return;
-    band_.assign(std::size_t(center_ + std::max<std::int64_t>(max_positions, 1) + kMargin), -std::numeric_limits<float>::infinity());
-    std::fill(band_.begin() + std::max<std::int64_t>(0, center_ - window + 1), band_.begin() + center_ + 1, 0.0f);
+  RelativeBand(const AttentionAttrs& attrs, std::int64_t max_keys, std::int64_t max_positions)
+      : window_(attrs.window), center_(kMargin + std::max<std::int64_t>(max_keys, 1) - 1),
+        length_(center_ + std::max<std::int64_t>(max_positions, 1) + kMargin), per_head_(!attrs.alibi_slopes.empty()) {
+    const bool windowed = window_ > 0 && window_ < max_keys;
+    if (!windowed && !per_head_) return;
+    const std::size_t bands = per_head_ ? attrs.alibi_slopes.size() : 1;
+    band_.resize(bands * std::size_t(length_));
+    for (std::size_t h = 0; h < bands; ++h)
+      for (std::int64_t i = 0; i < length_; ++i) {
+        const std::int64_t d = i - center_;
+        const bool hidden = windowed && (d > 0 || d <= -window_);
+        band_[h * std::size_t(length_) + std::size_t(i)] =
+            hidden ? -std::numeric_limits<float>::infinity() : per_head_ ? -attrs.alibi_slopes[h] * float(std::abs(d)) : 0.0f;
+      }
   }
   // The first of kv_len keys a query with causal offset `offset` sees.
   std::int64_t first_key(std::int64_t offset, std::int64_t kv_len) const {
     return band_.empty() ? 0 : first_key_in_window(window_, offset, kv_len);
   }
-  // Masks a unit (its causal offset set) with the window.
-  void apply(Unit& u) const {
+  // Masks a unit (its causal offset set) whose first query head is `head`.
+  void apply(Unit& u, std::int64_t head) const {
     if (band_.empty() || u.positions == 0) return;
     kernels::AttentionArgs& a = u.args;
     u.window = window_;
     a.mask_dtype = DType::f32;
-    a.mask = band_.data() + center_ - a.causal_offset;
-    a.mask_pos_stride = -1, a.mask_head_stride = 0, a.mask_key_stride = 1;
+    a.mask = band_.data() + (per_head_ ? head * length_ : 0) + center_ - a.causal_offset;
+    a.mask_pos_stride = -1, a.mask_head_stride = per_head_ ? length_ : 0, a.mask_key_stride = 1;
   }
 
  private:
-  std::int64_t window_, center_;
+  std::int64_t window_, center_, length_;
+  bool per_head_;
   std::vector<float> band_;
 };
 
@@ -218,8 +231,8 @@ float resolve_scale(float scale, std::int64_t dim) { return scale == 0.0f ? 1.0f
 // lse — from the element offsets of the sequence's first position, for a
 // sequence of sq queries and kv_len keys. q and o are [..., S, H, D], lse
 // [..., H, S]; in[0] is q, out[0] o and out[1] lse when present. The
-// window, if any, comes as the mask; the caller adds the keys (and any other mask).
-Unit query_unit(const AttentionAttrs& attrs, const WindowBand& window, std::span<const Tensor> in, std::span<const Tensor> out,
+// window and ALiBi, if any, come as the mask; the caller adds the keys (and any other mask).
+Unit query_unit(const AttentionAttrs& attrs, const RelativeBand& band, std::span<const Tensor> in, std::span<const Tensor> out,
                 std::int64_t q_off, std::int64_t o_off, std::int64_t lse_off, std::int64_t h, std::int64_t group, std::int64_t sq,
                 std::int64_t kv_len) {
   const TensorDesc &q = in[0].desc(), &o = out[0].desc();
@@ -249,7 +262,7 @@ Unit query_unit(const AttentionAttrs& attrs, const WindowBand& window, std::span
   }
   u.positions = sq;
   u.kv_len = kv_len;
-  window.apply(u);
+  band.apply(u, h * group);
   return u;
 }
 
@@ -258,11 +271,26 @@ Status check_scale(float scale) {
   return {};
 }
 
-Status check_window(const AttentionAttrs& attrs, bool mask) {
+// The window and ALiBi's slopes (hq query heads), neither with a mask.
+Status check_relative_biases(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
   if (attrs.window < 0) return Status::invalid_argument(fmt::format("attrs.window: {} is negative", attrs.window));
   if (attrs.window > 0 && !attrs.causal) return Status::invalid_argument("attrs.window: a sliding window needs attrs.causal");
   if (attrs.window > 0 && mask) return Status::invalid_argument("mask: not supported with attrs.window (fold the window into the mask)");
+  const std::vector<float>& slopes = attrs.alibi_slopes;
+  if (slopes.empty()) return {};
+  if (std::int64_t(slopes.size()) != hq)
+    return Status::invalid_argument(fmt::format("attrs.alibi_slopes: {} slopes, expected one per query head ({})", slopes.size(), hq));
+  for (std::size_t h = 0; h < slopes.size(); ++h)
+    if (!std::isfinite(slopes[h])) return Status::invalid_argument(fmt::format("attrs.alibi_slopes: [{}] is {}, not finite", h, slopes[h]));
+  if (mask) return Status::invalid_argument("mask: not supported with attrs.alibi_slopes (fold the biases into the mask)");
   return {};
+}
+
+// What the one-shot functions key their plans by, past the tensors.
+void add_attrs(PlanKey& key, const AttentionAttrs& attrs) {
+  key.add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
+  key.add(std::int64_t(attrs.alibi_slopes.size()));
+  for (float s : attrs.alibi_slopes) key.add(s);
 }
 
 // The length of [..., S, H, D]'s S: a sequence's, or the total with variable lengths.
@@ -316,7 +344,7 @@ class AttentionPlan final : public Plan {
                 const AttentionOptions& options, Strides mask_strides, const Row* row, kernels::AttentionTiling tiling,
                 std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
       : Plan(row->name, bytes, flops), inputs_(std::move(inputs)), outputs_(std::move(outputs)), attrs_(attrs),
-        window_(attrs.window, sequence_dim(inputs_[1]), sequence_dim(inputs_[0])),
+        band_(attrs, sequence_dim(inputs_[1]), sequence_dim(inputs_[0])),
         has_mask_(options.mask.has_value()), varlen_batch_(options.varlen_batch), kernel_{row, tiling},
         workspace_(workspace), mask_strides_(mask_strides) {}
 
@@ -346,7 +374,7 @@ class AttentionPlan final : public Plan {
     const TensorDesc* lse = out.size() == 2 ? &outputs_[1] : nullptr;
     auto add = [&](const SequenceOffsets& off, std::int64_t sq, std::int64_t skv) {
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u = query_unit(attrs_, window_, in, out, off.q, off.o, off.lse, h, group, sq, skv);
+        Unit u = query_unit(attrs_, band_, in, out, off.q, off.o, off.lse, h, group, sq, skv);
         kernels::AttentionArgs& a = u.args;
         if (has_mask_) {
           a.mask_dtype = inputs_[3].dtype;
@@ -386,7 +414,7 @@ class AttentionPlan final : public Plan {
 
   std::vector<TensorDesc> inputs_, outputs_;
   AttentionAttrs attrs_;
-  WindowBand window_;  // keys and positions: a sequence's (variable lengths: the totals)
+  RelativeBand band_;  // keys and positions: a sequence's (variable lengths: the totals)
   bool has_mask_;
   std::int64_t varlen_batch_;
   RowChoice kernel_;
@@ -452,7 +480,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
     return Status::invalid_argument(fmt::format("k: batch {} differs from q's {}", k.shape[0], q.shape[0]));
   TESSERA_RETURN_IF_ERROR(check_groups(hq, hkv, "k"));
   TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
-  TESSERA_RETURN_IF_ERROR(check_window(attrs, options.mask.has_value()));
+  TESSERA_RETURN_IF_ERROR(check_relative_biases(attrs, hq, options.mask.has_value()));
 
   const std::int64_t batch = varlen ? options.varlen_batch : q.shape[0];
   const std::int64_t sq = q.shape[rank - 3], skv = k.shape[rank - 3];  // varlen: the totals
@@ -494,7 +522,8 @@ namespace {
 Status run_attention(Stream& stream, std::span<const Tensor> in, const Tensor& o, const AttentionAttrs& attrs) {
   PlanKey key("attention", stream.context().isa());
   for (const Tensor& t : in) key.add(t.desc());
-  key.add(o.desc()).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
+  key.add(o.desc());
+  add_attrs(key, attrs);
   AttentionOptions options;
   if (in.size() == 4) options.mask = in[3].desc();
   const Tensor out[] = {o};
@@ -538,7 +567,7 @@ class PagedAttentionPlan final : public Plan {
                      std::optional<Strides> mask_strides, std::int64_t mask_keys, std::vector<RowChoice> kernels,
                      std::int64_t workspace, std::int64_t bytes, std::int64_t flops)
       : Plan(kernels[0].row->name, bytes, flops), cache_(std::move(cache)), sequences_(sequences), inputs_(std::move(inputs)),
-        outputs_(std::move(outputs)), attrs_(attrs), window_(attrs.window, max_kv_len, sequence_dim(inputs_[0])),
+        outputs_(std::move(outputs)), attrs_(attrs), band_(attrs, max_kv_len, sequence_dim(inputs_[0])),
         max_kv_len_(max_kv_len), varlen_(varlen), mask_strides_(std::move(mask_strides)), mask_keys_(mask_keys),
         kernels_(std::move(kernels)), workspace_(workspace) {}
 
@@ -580,7 +609,7 @@ class PagedAttentionPlan final : public Plan {
       const std::int64_t lse_off = !lse ? 0 : varlen_ ? first * lse->strides[1] : b * lse->strides[0];
       const RowChoice* kernel = &kernels_[varlen_ ? std::size_t(std::min(sq, kDecodePositions + 1) - 1) : 0];
       for (std::int64_t h = 0; h < hkv; ++h) {
-        Unit u = query_unit(attrs_, window_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, s.length);
+        Unit u = query_unit(attrs_, band_, in, out, first * q.strides[0], first * o.strides[0], lse_off, h, group, sq, s.length);
         const std::int64_t head = h * c.num_blocks * c.block_size;  // the head's first slot
         u.args.kv = {.dtype = c.dtype,
                      .k = at(cache_->k_pool(), c.dtype, head * dim),
@@ -635,7 +664,7 @@ class PagedAttentionPlan final : public Plan {
     if (blocks > width)
       return Status::invalid_argument(fmt::format("seq_lens[{}]: {} tokens take {} blocks of {}, and block_tables rows hold {}", b,
                                                   length, blocks, bs, width));
-    for (std::int64_t j = window_.first_key(length - sq, length) / bs; j < blocks; ++j)
+    for (std::int64_t j = band_.first_key(length - sq, length) / bs; j < blocks; ++j)
       if (table[j] < 0 || table[j] >= cache_->config().num_blocks)
         return Status::invalid_argument(fmt::format("block_tables[{}, {}]: block {} is not in the cache's [0, {})", b, j, table[j],
                                                     cache_->config().num_blocks));
@@ -646,7 +675,7 @@ class PagedAttentionPlan final : public Plan {
   PagedSequences sequences_;
   std::vector<TensorDesc> inputs_, outputs_;
   AttentionAttrs attrs_;
-  WindowBand window_;  // keys: max_kv_len; positions: q's (variable lengths: the total)
+  RelativeBand band_;  // keys: max_kv_len; positions: q's (variable lengths: the total)
   std::int64_t max_kv_len_;
   bool varlen_;
   std::optional<Strides> mask_strides_;
@@ -689,7 +718,7 @@ Result<PlanPtr> plan_paged(Context& ctx, std::shared_ptr<const KvCache> cache, c
   }
   if (max_kv_len < 0) return Status::invalid_argument(fmt::format("max_kv_len: {} is negative", max_kv_len));
   TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
-  TESSERA_RETURN_IF_ERROR(check_window(attrs, mask.has_value()));
+  TESSERA_RETURN_IF_ERROR(check_relative_biases(attrs, hq, mask.has_value()));
   TESSERA_RETURN_IF_ERROR(check_lse(lse, varlen ? Shape{hq, sq} : Shape{batch, hq, sq}));
   std::vector<TensorDesc> inputs{q}, outputs{o};
   inputs.insert(inputs.end(), sequences.begin(), sequences.end());
@@ -769,7 +798,8 @@ Status run_paged_attention(Stream& stream, const std::shared_ptr<const KvCache>&
   PlanKey key("paged_attention", stream.context().isa());
   key.add(std::int64_t(reinterpret_cast<std::intptr_t>(cache.get()))).add(std::int64_t(kind));
   for (const Tensor& t : in) key.add(t.desc());
-  key.add(o.desc()).add(bucket).add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
+  key.add(o.desc()).add(bucket);
+  add_attrs(key, attrs);
   const Tensor out[] = {o};
   return run_cached(stream, key, [&] {
     Context& ctx = stream.context();

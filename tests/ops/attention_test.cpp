@@ -111,8 +111,9 @@ double scale_of(const AttentionAttrs& attrs, std::int64_t head_dim) {
 // q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], mask (if any) [B, Hq, Sq, Skv]
 // (broadcast strides allowed); writes o [B, Sq, Hq, D] and lse [B, Hq, Sq].
 // window (with causal): query i sees keys j in (i + Skv - Sq - window, i + Skv - Sq].
+// alibi (Hq slopes, or none): -slope * |i + Skv - Sq - j| added to each logit.
 void reference(const View4& q, const View4& k, const View4& v, const View4* mask, double scale, bool causal,
-               const Sink& o, const Sink* lse, std::int64_t window = 0) {
+               const Sink& o, const Sink* lse, std::int64_t window = 0, std::span<const float> alibi = {}) {
   const std::int64_t nb = q.shape[0], sq = q.shape[1], hq = q.shape[2], d = q.shape[3];
   const std::int64_t skv = k.shape[1], hkv = k.shape[2], group = hq / hkv;
   std::vector<double> kk(skv * d), vv(skv * d), qq(d), logit(skv), acc(d);
@@ -133,6 +134,7 @@ void reference(const View4& q, const View4& k, const View4& v, const View4* mask
           for (std::int64_t e = 0; e < d; ++e) s += qq[e] * kk[j * d + e];
           s *= scale;
           if (mask) s += mask->at(b, h, i, j);
+          if (!alibi.empty()) s -= double(alibi[std::size_t(h)]) * double(std::abs(i + skv - sq - j));
           logit[j] = s;
           m = std::max(m, s);
         }
@@ -167,7 +169,8 @@ std::pair<Tensor, Tensor> reference_bshd(const Tensor& q, const Tensor& k, const
     mv = view4(expanded);
   }
   const Sink lse_sink = sink(lse);
-  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink, attrs.window);
+  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink, attrs.window,
+            attrs.alibi_slopes);
   return {o, lse};
 }
 
@@ -258,14 +261,22 @@ struct Case {
   bool padded_kv = false;  // k and v with gaps between rows
   bool lse = true;
   std::uint64_t seed = 1;
+  bool alibi = false;  // ALiBi with alibi_slopes(hq)
 
   std::string name() const {
     return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} window={} scale={} mask={} bhsd={} "
-                       "padded_kv={} lse={} seed={}",
+                       "padded_kv={} lse={} seed={} alibi={}",
                        b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, window, scale,
-                       int(mask), bhsd, padded_kv, lse, seed);
+                       int(mask), bhsd, padded_kv, lse, seed, alibi);
   }
 };
+
+// ALiBi's slopes for n heads (a power of two, as in the paper and BLOOM): 2^(-8 (h + 1) / n).
+std::vector<float> alibi_slopes(std::int64_t n) {
+  std::vector<float> s;
+  for (std::int64_t h = 0; h < n; ++h) s.push_back(std::exp2(-8.0f * float(h + 1) / float(n)));
+  return s;
+}
 
 // Additive f32 [B, Hq, Sq, Skv]: values in [-3, 0) and a scatter of -inf.
 Tensor full_mask(std::int64_t b, std::int64_t hq, std::int64_t sq, std::int64_t skv, std::uint64_t seed) {
@@ -335,8 +346,9 @@ class AttentionTest : public IsaTest {
       case MaskKind::padding: mask = padding_mask(c.b, c.skv); break;
       case MaskKind::rows_cols_bf16: mask = random_tensor(DType::bf16, {c.sq, c.skv}, c.seed + 3, -2.0f, 2.0f); break;
     }
-    run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr,
-                    {.scale = c.scale, .causal = c.causal, .window = c.window}, c.name());
+    AttentionAttrs attrs{.scale = c.scale, .causal = c.causal, .window = c.window};
+    if (c.alibi) attrs.alibi_slopes = alibi_slopes(c.hq);
+    run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr, attrs, c.name());
   }
 };
 
@@ -437,6 +449,29 @@ TEST_P(AttentionTest, SlidingWindow) {
   }
 }
 
+TEST_P(AttentionTest, Alibi) {
+  // ALiBi's per-head biases: causal prefill (Sq == Skv, Sq < Skv), no
+  // causal mask (cross-attention, |distance| both ways), with a window,
+  // decode with the keys split across cores, GQA 4 and 1, head dims 64 and
+  // 128, f32 and bf16; o and lse against the fp64 reference.
+  std::uint64_t seed = 380;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    check({.b = 2, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .seed = seed++, .alibi = true});
+    check({.b = 1, .sq = 37, .skv = 200, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .alibi = true});
+    check({.b = 2, .sq = 33, .skv = 77, .hq = 4, .hkv = 4, .d = 64, .in = dt, .out = dt, .seed = seed++, .alibi = true});
+    check({.b = 2, .sq = 300, .skv = 300, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .window = 50, .seed = seed++,
+           .alibi = true});
+    for (std::int64_t sq : {1, 4})
+      check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .alibi = true});
+  }
+  // The biases change the result (slopes of 0 would leave it as without).
+  const Tensor q = bshd(DType::f32, 1, 16, 2, 64, false, 390, -2.0f, 2.0f), k = bshd(DType::f32, 1, 16, 2, 64, false, 391, -2.0f, 2.0f);
+  const Tensor v = bshd(DType::f32, 1, 16, 2, 64, false, 392), plain = zeros(DType::f32, {1, 16, 2, 64}), biased = zeros(DType::f32, {1, 16, 2, 64});
+  ASSERT_TRUE(ops::attention(stream_, q, k, v, plain, {.causal = true}).ok());
+  ASSERT_TRUE(ops::attention(stream_, q, k, v, biased, {.causal = true, .alibi_slopes = {0.5f, 0.25f}}).ok());
+  EXPECT_FALSE(close(plain, biased, tolerance_for(DType::f32, 64)));
+}
+
 TEST_P(AttentionTest, FullyMaskedRowsGiveZerosAndMinusInfinity) {
   const std::int64_t nb = 2, sq = 6, skv = 9, hq = 4, hkv = 2, d = 64;
   const Tensor q = random_tensor(DType::f32, {nb, sq, hq, d}, 400, -2.0f, 2.0f);
@@ -528,9 +563,11 @@ TEST_P(AttentionTest, VariableLengths) {
   const Tensor cu_q_t = i32_tensor(cu_q), cu_kv_t = i32_tensor(cu_kv);
   std::uint64_t seed = 700;
   for (DType dt : {DType::f32, DType::bf16})
-    for (const AttentionAttrs attrs : {AttentionAttrs{}, AttentionAttrs{.causal = true}, AttentionAttrs{.causal = true, .window = 7}}) {
+    for (const AttentionAttrs& attrs : {AttentionAttrs{}, AttentionAttrs{.causal = true}, AttentionAttrs{.causal = true, .window = 7},
+                                        AttentionAttrs{.causal = true, .alibi_slopes = alibi_slopes(hq)},
+                                        AttentionAttrs{.alibi_slopes = alibi_slopes(hq)}}) {
       const bool causal = attrs.causal;
-      SCOPED_TRACE(fmt::format("{} causal={} window={}", to_string(dt), causal, attrs.window));
+      SCOPED_TRACE(fmt::format("{} causal={} window={} alibi={}", to_string(dt), causal, attrs.window, !attrs.alibi_slopes.empty()));
       const Tensor q = random_tensor(dt, {total_q, hq, d}, seed++, -2.0f, 2.0f);
       const Tensor k = random_tensor(dt, {total_kv, hkv, d}, seed++, -2.0f, 2.0f);
       const Tensor v = random_tensor(dt, {total_kv, hkv, d}, seed++);
@@ -549,7 +586,8 @@ TEST_P(AttentionTest, VariableLengths) {
         const std::int64_t q0 = cu_q[i], lq = cu_q[i + 1] - q0, k0 = cu_kv[i], lkv = cu_kv[i + 1] - k0;
         const Sink os{o_ref.data_as<float>(), q0 * hq * d, {0, hq * d, d, 1}};
         const Sink ls{lse_ref.data_as<float>(), q0, {0, total_q, 1, 0}};  // (0, h, i) -> h * total_q + q0 + i
-        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls, attrs.window);
+        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls, attrs.window,
+                  attrs.alibi_slopes);
       }
       const Tolerance tol = attention_tolerance(dt, dt, d);
       EXPECT_TRUE(close(o, o_ref, tol)) << "o";
@@ -952,7 +990,7 @@ std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<con
     View4 mv;
     if (mask) mv = view4(value_or_die(value_or_die(full.slice(0, b, b + 1)).slice(3, 0, len)));
     reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal,
-              sink(o, b), &lse_sink, attrs.window);
+              sink(o, b), &lse_sink, attrs.window, attrs.alibi_slopes);
   }
   return {o, lse};
 }
@@ -1006,6 +1044,8 @@ class PagedAttentionTest : public IsaTest {
     }
     EXPECT_TRUE(close(o, o_cont, tolerance_for(DType::f32, d))) << "paged vs contiguous";
   }
+
+  void check_long_sequences(const std::vector<AttentionAttrs>& fixed, const AttentionAttrs& varlen, std::uint64_t seed);
 };
 
 TEST_P(PagedAttentionTest, EveryCacheTypeAgainstReference) {
@@ -1197,13 +1237,13 @@ TEST_P(PagedAttentionTest, AdditiveMasks) {
   EXPECT_TRUE(fails_naming(ops::PagedAttention::plan(ctx_, cache, packed.desc(), ids.desc(), packed.desc(), 64, {}, {}, short_mask.desc()), "mask"));
 }
 
-TEST_P(PagedAttentionTest, SlidingWindow) {
-  // Windows over the paged sequences, every cache type: fixed lengths at Sq
-  // 1, 4 (decode rows; the 2000-token sequence's keys split across cores
-  // from its window on) and 12 (flash rows), then variable lengths mixing a
-  // prefill chunk and decode tokens; against the reference.
+// Sequences of 2000, 17 and 40 tokens in a cache of each type: fixed
+// lengths at Sq 1, 4 (decode rows; the 2000-token sequence's keys split
+// across cores) and 12 (flash rows) under each of `fixed`, then variable
+// lengths mixing a decode token, a 12-query chunk of the long sequence and a
+// draft of 4 under `varlen`; against the reference.
+void PagedAttentionTest::check_long_sequences(const std::vector<AttentionAttrs>& fixed, const AttentionAttrs& varlen, std::uint64_t seed) {
   const std::int64_t hq = 8, hkv = 2, d = 64;
-  std::uint64_t seed = 1800;
   for (DType cache_dt : {DType::f32, DType::bf16, DType::i8}) {
     const std::vector<std::int64_t> lengths = {2000, 17, 40};
     auto cache = value_or_die(KvCache::create({.num_blocks = blocks_for(lengths, 16) + 1, .block_size = 16, .kv_heads = hkv,
@@ -1211,10 +1251,10 @@ TEST_P(PagedAttentionTest, SlidingWindow) {
     const std::vector<Seq> seqs = fill(*cache, cache_dt == DType::bf16 ? DType::bf16 : DType::f32, lengths, seed += 10);
     const Tensor ids = i32_tensor({seqs[1].id, seqs[0].id, seqs[2].id});
     const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
-    for (std::int64_t window : {5, 100})
+    for (const AttentionAttrs& attrs : fixed)
       for (std::int64_t sq : {1, 4, 12}) {
-        SCOPED_TRACE(fmt::format("cache {} window {} Sq={}", to_string(cache_dt), window, sq));
-        const AttentionAttrs attrs{.causal = true, .window = window};
+        SCOPED_TRACE(fmt::format("cache {} causal {} window {} alibi {} Sq={}", to_string(cache_dt), attrs.causal, attrs.window,
+                                 !attrs.alibi_slopes.empty(), sq));
         const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
         const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
         const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 2048, attrs, lse.desc()));
@@ -1224,18 +1264,28 @@ TEST_P(PagedAttentionTest, SlidingWindow) {
         EXPECT_TRUE(close(o, o_ref, tol)) << "o, kernel " << plan->kernel();
         EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse, kernel " << plan->kernel();
       }
-    // Variable lengths: a decode token, a 12-query chunk of the long sequence and a draft of 4.
-    const AttentionAttrs attrs{.causal = true, .window = 30};
     const std::vector<std::int32_t> news = {1, 12, 4}, cu = {0, 1, 13, 17};
     const Tensor q = random_tensor(DType::f32, {17, hq, d}, seed + 20, -2.0f, 2.0f), o = nan_tensor(DType::f32, {17, hq, d});
-    ASSERT_TRUE(ops::paged_attention_varlen(stream_, cache, q, ids, i32_tensor(cu), o, attrs).ok());
+    ASSERT_TRUE(ops::paged_attention_varlen(stream_, cache, q, ids, i32_tensor(cu), o, varlen).ok());
     const Seq* row_seqs[] = {&seqs[1], &seqs[0], &seqs[2]};
     for (std::size_t b = 0; b < 3; ++b) {
       SCOPED_TRACE(fmt::format("cache {} varlen row {}", to_string(cache_dt), b));
       const Tensor q_b = value_or_die(rows_of(q, cu[b], cu[b + 1]).reshape({1, news[b], hq, d}));
-      EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]), value_or_die(paged_reference(q_b, {row_seqs[b]}, attrs).first.reshape({news[b], hq, d})), tol));
+      EXPECT_TRUE(close(rows_of(o, cu[b], cu[b + 1]), value_or_die(paged_reference(q_b, {row_seqs[b]}, varlen).first.reshape({news[b], hq, d})), tol));
     }
   }
+}
+
+TEST_P(PagedAttentionTest, SlidingWindow) {
+  // Windows of 5 and 100 keys (the split of the long sequence starting at its window).
+  check_long_sequences({{.causal = true, .window = 5}, {.causal = true, .window = 100}}, {.causal = true, .window = 30}, 1800);
+}
+
+TEST_P(PagedAttentionTest, Alibi) {
+  // ALiBi, causal and not, with a window.
+  const std::vector<float> slopes = alibi_slopes(8);
+  check_long_sequences({{.causal = true, .alibi_slopes = slopes}, {.alibi_slopes = slopes}, {.causal = true, .window = 100, .alibi_slopes = slopes}},
+                       {.causal = true, .alibi_slopes = slopes}, 1900);
 }
 
 // An engine's own block manager: sequences of these lengths get blocks of
@@ -1290,7 +1340,7 @@ TEST_P(PagedAttentionTest, CallerOwnedBlockTables) {
     EXPECT_EQ(cache->free_blocks(), cache->config().num_blocks);  // the cache's own allocator is untouched
     const Tensor lens = i32_tensor({300, 17, 40});
     const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
-    for (const AttentionAttrs attrs : {AttentionAttrs{.causal = true}, AttentionAttrs{}, AttentionAttrs{.causal = true, .window = 20}})
+    for (const AttentionAttrs& attrs : {AttentionAttrs{.causal = true}, AttentionAttrs{}, AttentionAttrs{.causal = true, .window = 20}})
       for (std::int64_t sq : {1, 4, 12}) {
         SCOPED_TRACE(fmt::format("cache {} Sq={} causal {} window {}", to_string(cache_dt), sq, attrs.causal, attrs.window));
         const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
@@ -1510,7 +1560,12 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
     AttentionOptions options;
     options.mask = d(DType::f32, {7});
     EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.causal = true, .window = 3}, options), "mask"));
+    // ALiBi: one finite slope per query head, not with a mask.
+    EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = alibi_slopes(8)}, options), "mask"));
   }
+  EXPECT_TRUE(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = alibi_slopes(8)}).ok());
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = alibi_slopes(2)}), "attrs.alibi_slopes"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = {1, 1, 1, kNaN, 1, 1, 1, 1}}), "attrs.alibi_slopes"));
   // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
   auto with_mask = [&](TensorDesc m) {
     AttentionOptions options;
@@ -1612,6 +1667,9 @@ TEST(PagedAttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.causal = true, .window = -2}), "attrs.window"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.window = 2}), "attrs.window"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.causal = true, .window = 2}, {}, d(DType::f32, {1})), "mask"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = alibi_slopes(8)}, {}, d(DType::f32, {1})), "mask"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = alibi_slopes(4)}), "attrs.alibi_slopes"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = std::vector<float>(8, kInf)}), "attrs.alibi_slopes"));
 }
 
 TEST(PagedAttentionErrors, RunChecksSequences) {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "tessera/ops/kv_cache.hpp"
 #include "tessera/ops/plan.hpp"
@@ -46,6 +47,12 @@ struct AttentionAttrs {
   // window, i + Skv - Sq]; keys before a block's window are not read. 0:
   // no window. Not with a mask (fold the window into it).
   std::int64_t window = 0;
+  // ALiBi (BLOOM, MPT, Baichuan-13B, Falcon's ALiBi variants): one slope per
+  // query head (Hq of them, or none), adding -slope * |i + Skv - Sq - j| to
+  // query i's logit of key j (flash-attn's and vLLM's form; under causal,
+  // slope * (j - i - Skv + Sq) for the keys a query sees), so lse includes
+  // it. With a window too; not with a mask (fold the biases into it).
+  std::vector<float> alibi_slopes;
 };
 
 // Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,
