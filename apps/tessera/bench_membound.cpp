@@ -304,19 +304,20 @@ Result<Case> make_softmax(const Env& env, bool log) {
   return c;
 }
 
-// Sum over the last axis (a row per output), the first (a column per
-// output: the outputs side by side, the rows streaming past them), or both
-// (one output: the run cut into parts for the cores).
-Result<Case> make_reduce_sum(const Env& env, std::vector<int> axes) {
+// A sum (or L2 norm: oneDNN's reduction_norm_lp_sum at p = 2) over the
+// last axis (a row per output), the first (a column per output: the outputs
+// side by side, the rows streaming past them), or both (one output: the run
+// cut into parts for the cores).
+Result<Case> make_reduce(const Env& env, ops::ReduceOp op, std::vector<int> axes) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
   const bool first = axes.size() == 1 && axes[0] == 0, last = axes.size() == 1 && !first;
   TESSERA_ASSIGN_OR_RETURN(Tensor y, Tensor::empty(env.dtype, {last ? x.dim(0) : 1, first ? x.dim(1) : 1}));
-  Case c{.name = first ? "reduce_sum_first" : last ? "reduce_sum_last" : "reduce_sum_all", .bytes = bytes_of({x, y})};
+  Case c{.name = fmt::format("reduce_{}_{}", ops::to_string(op), first ? "first" : last ? "last" : "all"), .bytes = bytes_of({x, y})};
   Stream& s = env.stream;
-  const ops::ReduceAttrs attrs{.op = ops::ReduceOp::sum, .axes = std::move(axes), .keep_dims = true};
+  const ops::ReduceAttrs attrs{.op = op, .axes = std::move(axes), .keep_dims = true};
   c.impls.push_back({"tessera", [&s, x, y, attrs] { return ops::reduce(s, x, y, attrs); },
                      kernel_of(ops::Reduce::plan(env.ctx, x.desc(), y.desc(), attrs))});
-  add_onednn(c, env, "reduction_sum", {x}, y);
+  add_onednn(c, env, op == ops::ReduceOp::l2 ? "reduction_l2" : "reduction_sum", {x}, y);
   return c;
 }
 
@@ -471,9 +472,11 @@ std::vector<CaseMaker> case_makers() {
       {"residual_group_norm_silu_nhwc", make_residual_group_norm_silu},
       {"softmax", [](const Env& e) { return make_softmax(e, false); }},
       {"log_softmax", [](const Env& e) { return make_softmax(e, true); }},
-      {"reduce_sum_last", [](const Env& e) { return make_reduce_sum(e, {-1}); }},
-      {"reduce_sum_first", [](const Env& e) { return make_reduce_sum(e, {0}); }},
-      {"reduce_sum_all", [](const Env& e) { return make_reduce_sum(e, {0, 1}); }},
+      {"reduce_sum_last", [](const Env& e) { return make_reduce(e, ops::ReduceOp::sum, {-1}); }},
+      {"reduce_sum_first", [](const Env& e) { return make_reduce(e, ops::ReduceOp::sum, {0}); }},
+      {"reduce_sum_all", [](const Env& e) { return make_reduce(e, ops::ReduceOp::sum, {0, 1}); }},
+      {"reduce_l2_last", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {-1}); }},
+      {"reduce_l2_first", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {0}); }},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},
       {"concat_last", make_concat},

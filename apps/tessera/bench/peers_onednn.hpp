@@ -35,7 +35,7 @@ Result<std::unique_ptr<AttentionImpl>> make_onednn_attention(const AttentionShap
 //   layer_norm (last axis, f32 scale and shift)           {x, gamma, beta} -> y
 //   reorder (any strides, dtype conversion)               {x} -> y
 //   resampling_nearest, resampling_linear (NCHW or NHWC by strides) {x} -> y
-//   reduction_sum (dims where y has 1)                    {x} -> y
+//   reduction_sum, reduction_l2 (dims where y has 1)      {x} -> y
 //   concat (along `axis`)                                 inputs -> y
 // The primitive is made for `threads` OpenMP threads.
 struct OnednnMemboundSpec {

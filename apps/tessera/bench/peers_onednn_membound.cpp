@@ -108,8 +108,12 @@ Status prepare(const OnednnMemboundSpec& spec, Prepared& p) {
     dnnl::resampling_forward::primitive_desc pd({fwd, alg, sd, dd}, p.engine);
     p.primitive = dnnl::resampling_forward(pd), p.kernel = pd.impl_info_str();
     p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
-  } else if (name == "reduction_sum") {
-    dnnl::reduction::primitive_desc pd({dnnl::algorithm::reduction_sum, sd, dd, 0.0f, 0.0f}, p.engine);
+  } else if (name == "reduction_sum" || name == "reduction_l2") {
+    // reduction_norm_lp_sum: (sum of |x|^p)^(1/p), p the first parameter, eps the second.
+    const bool l2 = name == "reduction_l2";
+    dnnl::reduction::primitive_desc pd({l2 ? dnnl::algorithm::reduction_norm_lp_sum : dnnl::algorithm::reduction_sum, sd, dd,
+                                        l2 ? 2.0f : 0.0f, 0.0f},
+                                       p.engine);
     p.primitive = dnnl::reduction(pd), p.kernel = pd.impl_info_str();
     p.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
   } else if (name == "concat") {
