@@ -1,5 +1,6 @@
 #include "tessera/ops/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/element.hpp"
@@ -121,22 +122,80 @@ Status rope(Stream& stream, const Tensor& x, const Tensor& position_ids, const T
   }, in, out);
 }
 
-Result<std::pair<Tensor, Tensor>> rope_cache(std::int64_t max_pos, std::int64_t rotary_dim, double theta) {
+namespace {
+
+Status check_scaling(const RopeScaling& s) {
+  if (s.type == RopeScalingType::none) return {};
+  if (!(s.factor >= 1.0) || !std::isfinite(s.factor))
+    return Status::invalid_argument(fmt::format("scaling.factor: {} is not a finite number >= 1", s.factor));
+  if (s.type == RopeScalingType::linear) return {};
+  if (s.original_max_positions <= 0)
+    return Status::invalid_argument(fmt::format("scaling.original_max_positions: {} is not > 0", s.original_max_positions));
+  if (s.type == RopeScalingType::llama3 && !(s.low_freq_factor > 0.0 && s.high_freq_factor > s.low_freq_factor && std::isfinite(s.high_freq_factor)))
+    return Status::invalid_argument(fmt::format("scaling.high_freq_factor: {} and low_freq_factor {} are not finite with high > low > 0",
+                                                s.high_freq_factor, s.low_freq_factor));
+  if (s.type == RopeScalingType::yarn) {
+    if (!(s.beta_slow > 0.0 && s.beta_fast > s.beta_slow && std::isfinite(s.beta_fast)))
+      return Status::invalid_argument(fmt::format("scaling.beta_fast: {} and beta_slow {} are not finite with fast > slow > 0",
+                                                  s.beta_fast, s.beta_slow));
+    if (!(s.attention_factor >= 0.0) || !std::isfinite(s.attention_factor))
+      return Status::invalid_argument(fmt::format("scaling.attention_factor: {} is not a finite number >= 0", s.attention_factor));
+  }
+  return {};
+}
+
+// Pair i's frequency, as transformers' rope initializations compute it.
+double inv_freq(std::int64_t i, std::int64_t rotary_dim, double theta, const RopeScaling& s) {
+  const double base = std::pow(theta, -2.0 * double(i) / double(rotary_dim));
+  switch (s.type) {
+    case RopeScalingType::none: return base;
+    case RopeScalingType::linear: return base / s.factor;
+    case RopeScalingType::llama3: {
+      // By wavelength against the trained context: short ones (many turns
+      // over it) kept, long ones divided, a ramp in the turns between.
+      const double wavelen = 2.0 * M_PI / base, context = double(s.original_max_positions);
+      if (wavelen < context / s.high_freq_factor) return base;
+      if (wavelen > context / s.low_freq_factor) return base / s.factor;
+      const double smooth = (context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      return (1.0 - smooth) * base / s.factor + smooth * base;
+    }
+    case RopeScalingType::yarn: {
+      // The pair whose frequency turns `turns` times over the trained context, as a fractional index.
+      const auto pair_turning = [&](double turns) {
+        return double(rotary_dim) * std::log(double(s.original_max_positions) / (turns * 2.0 * M_PI)) / (2.0 * std::log(theta));
+      };
+      const double low = std::max(std::floor(pair_turning(s.beta_fast)), 0.0);
+      double high = std::min(std::ceil(pair_turning(s.beta_slow)), double(rotary_dim - 1));
+      if (high == low) high += 0.001;  // no division by 0
+      const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);  // 0: kept, 1: divided
+      return base / s.factor * ramp + base * (1.0 - ramp);
+    }
+  }
+  return base;
+}
+
+}  // namespace
+
+Result<std::pair<Tensor, Tensor>> rope_cache(std::int64_t max_pos, std::int64_t rotary_dim, double theta, const RopeScaling& scaling) {
   if (max_pos <= 0) return Status::invalid_argument(fmt::format("max_pos: {} is not > 0", max_pos));
   if (rotary_dim <= 0 || rotary_dim % 2 != 0)
     return Status::invalid_argument(fmt::format("rotary_dim: {} is not a positive even number", rotary_dim));
   if (!(theta > 1.0)) return Status::invalid_argument(fmt::format("theta: {} is not > 1", theta));
+  TESSERA_RETURN_IF_ERROR(check_scaling(scaling));
+  const double magnitude = scaling.type != RopeScalingType::yarn ? 1.0
+                           : scaling.attention_factor > 0.0      ? scaling.attention_factor
+                                                                 : 0.1 * std::log(scaling.factor) + 1.0;
   const std::int64_t half = rotary_dim / 2;
   TESSERA_ASSIGN_OR_RETURN(Tensor cos, Tensor::empty(DType::f32, {max_pos, half}));
   TESSERA_ASSIGN_OR_RETURN(Tensor sin, Tensor::empty(DType::f32, {max_pos, half}));
   float* c = cos.data_as<float>();
   float* s = sin.data_as<float>();
   for (std::int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * double(i) / double(rotary_dim));
+    const double f = inv_freq(i, rotary_dim, theta, scaling);
     for (std::int64_t p = 0; p < max_pos; ++p) {
-      const double angle = double(p) * inv_freq;
-      c[p * half + i] = float(std::cos(angle));
-      s[p * half + i] = float(std::sin(angle));
+      const double angle = double(p) * f;
+      c[p * half + i] = float(magnitude * std::cos(angle));
+      s[p * half + i] = float(magnitude * std::sin(angle));
     }
   }
   return std::pair{std::move(cos), std::move(sin)};

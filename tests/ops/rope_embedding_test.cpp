@@ -161,6 +161,77 @@ TEST(GatherRopeErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(ops::Rope::plan(ctx, x, pos, cache, cache, d(DType::f32, {1, 2, 3, 15})), "y"));
   EXPECT_TRUE(fails_naming(ops::rope_cache(8, 15), "rotary_dim"));
   EXPECT_TRUE(fails_naming(ops::rope_cache(0, 16), "max_pos"));
+  using ops::RopeScalingType;
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::linear, .factor = 0.5}), "scaling.factor"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::yarn, .factor = NAN, .original_max_positions = 4}),
+                           "scaling.factor"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::llama3, .factor = 8}), "scaling.original_max_positions"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::llama3, .factor = 8, .original_max_positions = 4,
+                                                       .low_freq_factor = 4, .high_freq_factor = 1}),
+                           "scaling.high_freq_factor"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 4,
+                                                       .beta_fast = 1, .beta_slow = 32}),
+                           "scaling.beta_fast"));
+  EXPECT_TRUE(fails_naming(ops::rope_cache(8, 16, 1e4, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 4,
+                                                       .attention_factor = -1}),
+                           "scaling.attention_factor"));
+}
+
+// Each pair's frequency as the cache holds it: the angle at position 1 (all
+// frequencies are below pi), and the magnitude of (cos, sin).
+std::vector<double> frequencies(const std::pair<Tensor, Tensor>& caches) {
+  const std::int64_t half = caches.first.dim(1);
+  std::vector<double> f;
+  for (std::int64_t i = 0; i < half; ++i) f.push_back(std::atan2(caches.second.data_as<float>()[half + i], caches.first.data_as<float>()[half + i]));
+  return f;
+}
+
+// rope_scaling against transformers' formulas written out here, on the
+// published configurations: linear (factor 2), Llama 3.1 (theta 5e5,
+// factor 8, low / high frequency factors 1 / 4, trained at 8192) and YaRN
+// as Qwen2.5 takes it (theta 1e6, factor 4, trained at 32768).
+TEST(RopeCache, Scaling) {
+  using ops::RopeScalingType;
+  const std::int64_t rot = 128, half = rot / 2;
+  const auto plain = [&](double theta, std::int64_t i) { return std::pow(theta, -2.0 * double(i) / double(rot)); };
+  // none: the plain frequencies; linear: halved, so position 2p of it is position p of none.
+  const auto none = value_or_die(ops::rope_cache(64, rot, 1e4));
+  const auto linear = value_or_die(ops::rope_cache(64, rot, 1e4, {.type = RopeScalingType::linear, .factor = 2}));
+  const std::vector<double> f_none = frequencies(none);
+  for (std::int64_t i = 0; i < half; ++i) EXPECT_NEAR(f_none[std::size_t(i)], plain(1e4, i), 1e-7) << i;
+  for (std::int64_t p = 0; p < 32; ++p)
+    for (std::int64_t i = 0; i < half; ++i) {
+      EXPECT_NEAR(linear.first.data_as<float>()[2 * p * half + i], none.first.data_as<float>()[p * half + i], 2e-6);
+      EXPECT_NEAR(linear.second.data_as<float>()[2 * p * half + i], none.second.data_as<float>()[p * half + i], 2e-6);
+    }
+  // Llama 3.1: wavelengths under 8192 / 4 kept, over 8192 / 1 divided by 8, in between
+  // (1 - s) f / 8 + s f with s = (8192 / wavelength - 1) / (4 - 1).
+  const auto llama = frequencies(value_or_die(ops::rope_cache(
+      4, rot, 5e5, {.type = RopeScalingType::llama3, .factor = 8, .original_max_positions = 8192, .low_freq_factor = 1, .high_freq_factor = 4})));
+  int kept = 0, divided = 0, ramped = 0;
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double f = plain(5e5, i), wavelength = 2 * M_PI / f;
+    const double s = (8192 / wavelength - 1) / 3;
+    const double want = wavelength < 2048 ? f : wavelength > 8192 ? f / 8 : (1 - s) * f / 8 + s * f;
+    (wavelength < 2048 ? kept : wavelength > 8192 ? divided : ramped)++;
+    EXPECT_NEAR(llama[std::size_t(i)], want, 1e-7 + 1e-6 * want) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(ramped, 0);
+  // YaRN: pairs below floor(23.6) = 23 (32 turns over the trained context) kept, from ceil(39.65) = 40
+  // (1 turn) on divided by 4, a linear ramp between; cos and sin times 0.1 ln 4 + 1.
+  const auto yarn = value_or_die(ops::rope_cache(4, rot, 1e6, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 32768}));
+  const std::vector<double> f_yarn = frequencies(yarn);
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double f = plain(1e6, i), ramp = std::clamp((double(i) - 23) / (40 - 23), 0.0, 1.0);
+    EXPECT_NEAR(f_yarn[std::size_t(i)], f / 4 * ramp + f * (1 - ramp), 1e-7 + 1e-6 * f) << i;
+    EXPECT_NEAR(std::hypot(yarn.first.data_as<float>()[half + i], yarn.second.data_as<float>()[half + i]), 0.1 * std::log(4.0) + 1, 1e-6);
+  }
+  EXPECT_FLOAT_EQ(yarn.first.data_as<float>()[0], float(0.1 * std::log(4.0) + 1));  // position 0: cos 1 times the factor
+  const auto yarn_own = value_or_die(
+      ops::rope_cache(4, rot, 1e6, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 32768, .attention_factor = 1}));
+  EXPECT_FLOAT_EQ(yarn_own.first.data_as<float>()[0], 1.0f);
 }
 
 }  // namespace
