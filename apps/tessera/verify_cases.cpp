@@ -161,7 +161,7 @@ void add_elementwise(std::vector<Case>& out) {
                          }});
         }
 
-  for (Activation act : {Activation::silu, Activation::gelu_erf, Activation::gelu_tanh, Activation::relu})
+  for (Activation act : {Activation::silu, Activation::gelu_erf, Activation::gelu_tanh, Activation::relu, Activation::quick_gelu})
     for (DType dt : kFloatTypes)
       for (const Sized& s : kRowShapes)
         // act(a) * b, and (odd, typical) the seeds' act(a) * w + bias, w and bias [C].
@@ -828,9 +828,15 @@ struct AttentionShape {
   std::int64_t b, sq, skv, hq, hkv, d;
   bool causal;
   std::int64_t window = 0;
+  bool alibi = false;  // slopes 2^(-8 (h + 1) / Hq), as BLOOM's
   std::string name() const {
-    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
-                       window ? fmt::format(" window={}", window) : "");
+    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
+                       window ? fmt::format(" window={}", window) : "", alibi ? " alibi" : "");
+  }
+  ops::AttentionAttrs attrs() const {
+    ops::AttentionAttrs a{.causal = causal, .window = window};
+    for (std::int64_t h = 0; alibi && h < hq; ++h) a.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(hq)));
+    return a;
   }
 };
 
@@ -860,7 +866,7 @@ void add_attention_case(std::vector<Case>& out, const char* op, DType dt, const 
                    if (masked) options.mask = mask.desc();
                    const Tolerance tolerance = attention_tolerance(dt, s.d);
                    return Problem{[=, qd = q.desc(), kd = k.desc()](Context& ctx) {
-                                    return ops::Attention::plan(ctx, qd, kd, kd, o, {.causal = s.causal, .window = s.window}, options);
+                                    return ops::Attention::plan(ctx, qd, kd, kd, o, s.attrs(), options);
                                   },
                                   masked ? std::vector{q, k, v, mask} : std::vector{q, k, v},
                                   {{"o", o, tolerance}, {"lse", lse, tolerance}}};
@@ -924,11 +930,16 @@ void add_attention(std::vector<Case>& out) {
   const AttentionShape kMasked[] = {{Size::odd, 2, 19, 45, 4, 2, 64, false}, {Size::typical, 2, 128, 512, 8, 2, 64, false}};
   // Sliding windows: prefill, and decode splitting the window's keys.
   const AttentionShape kWindowed[] = {{Size::odd, 1, 300, 300, 8, 2, 64, true, 50}, {Size::typical, 1, 1, 4096, 32, 8, 128, true, 1024}};
+  // ALiBi: causal prefill, cross-attention without causal, decode splitting its keys.
+  const AttentionShape kAlibi[] = {{Size::odd, 2, 37, 37, 8, 2, 80, true, 0, true},
+                                   {Size::odd, 2, 33, 77, 4, 4, 64, false, 0, true},
+                                   {Size::typical, 1, 1, 4096, 32, 8, 128, true, 0, true}};
   for (DType dt : {DType::f32, DType::bf16}) {
     for (const AttentionShape& s : kPrefill) add_attention_case(out, "attention", dt, s, false);
     for (const AttentionShape& s : kDecode) add_attention_case(out, "attention_decode", dt, s, false);
     for (const AttentionShape& s : kMasked) add_attention_case(out, "attention_masked", dt, s, true);
     for (const AttentionShape& s : kWindowed) add_attention_case(out, "attention_window", dt, s, false);
+    for (const AttentionShape& s : kAlibi) add_attention_case(out, "attention_alibi", dt, s, false);
   }
 
   const PagedShape kPaged[] = {

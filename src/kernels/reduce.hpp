@@ -8,8 +8,9 @@
 // Sums add up in f64 (the SIMD kernels first add a few terms per lane in f32:
 // blocks of 32 along rows, groups of 4 rows down columns at AVX2; far below
 // where f32 rounding shows, but f32 range: terms near f32's largest may
-// overflow there). A sum's terms may be the elements' absolute values or
-// squares (ReduceTerm) and its result finished by a square root or a log
+// overflow there; squares, in f32 too, past |x| ~ 1.8e19, where the reference
+// squares in f64, as PyTorch's and ONNX Runtime's f32 norms overflow). A
+// sum's terms may be the elements' absolute values or squares (ReduceTerm) and its result finished by a square root or a log
 // (ReduceFinish): L1, L2, sums of squares, log of the sum. Products multiply
 // in f64. log_sum_exp is max + log(sum of exp(x - max)) with the max found
 // on the way, a block of elements at a time (an online softmax's sum: one

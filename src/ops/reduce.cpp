@@ -78,8 +78,7 @@ struct ReducePass {
 // group first: each pass writes its partial results (f32) into the
 // workspace, laid out [earlier groups..., y's elements] so that the next pass
 // reduces down columns of y's elements (the SIMD columns kernel); the last
-// writes y. Means are means of means over equal counts, max and min of
-// partial extremes, sums of partial sums.
+// writes y. How each op combines the partial results: pass_kind.
 class ReducePlan final : public Plan {
  public:
   ReducePlan(const TensorDesc& x, const TensorDesc& y, ReduceOp op, std::vector<ReducePass> passes, std::int64_t bytes)
@@ -148,7 +147,9 @@ ReducePass make_pass(Context& ctx, PassKind kind, DType x_dtype, DType y_dtype, 
 // length / parts], parts the largest divisor of its length up to 4 a core
 // (none: left whole), each part at least 64 elements. Reductions under 64
 // KiB a core stay one pass: a second pass and its workspace would cost more
-// than the one core saves.
+// than the one core saves. Products stay whole: a part's product can
+// overflow the f32 partial results where the whole one, in f64, does not
+// (1.1 x 16384 then 1 / 1.1 x 16384).
 StridedDims<1> split_for_cores(StridedDims<1> group, std::int64_t outputs, std::int64_t x_bytes, const hw::Info& hw) {
   const std::int64_t length = group.shape[0], step = group.strides[0][0], cores = hw.cores;
   const bool few = step == 1 ? outputs < cores : saturating_mul(outputs, x_bytes) < cores * (8 << 10);
@@ -227,7 +228,7 @@ Result<PlanPtr> Reduce::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   // out; none left (all reduced dims of size 1, or x's shape kept whole) is
   // one pass of length 1.
   StridedDims<1> groups = collapse<1>(lengths, {steps});
-  if (!arg && groups.rank == 1) groups = split_for_cores(groups, y.numel(), bytes_of(x.dtype), ctx.hw());
+  if (!arg && attrs.op != ReduceOp::prod && groups.rank == 1) groups = split_for_cores(groups, y.numel(), bytes_of(x.dtype), ctx.hw());
   std::vector<ReducePass> passes;
   std::int64_t bytes = traffic_bytes({x, y});
   if (groups.rank <= 1) {

@@ -470,6 +470,13 @@ TEST_P(AttentionTest, Alibi) {
   ASSERT_TRUE(ops::attention(stream_, q, k, v, plain, {.causal = true}).ok());
   ASSERT_TRUE(ops::attention(stream_, q, k, v, biased, {.causal = true, .alibi_slopes = {0.5f, 0.25f}}).ok());
   EXPECT_FALSE(close(plain, biased, tolerance_for(DType::f32, 64)));
+  // The one-shot's plans are keyed by the slopes' values: the same shapes
+  // with the slopes swapped take a plan of their own.
+  for (const std::vector<float>& slopes : {std::vector{0.5f, 0.25f}, std::vector{0.25f, 0.5f}}) {
+    const AttentionAttrs attrs{.causal = true, .alibi_slopes = slopes};
+    ASSERT_TRUE(ops::attention(stream_, q, k, v, biased, attrs).ok());
+    EXPECT_TRUE(close(biased, reference_bshd(q, k, v, nullptr, attrs).first, tolerance_for(DType::f32, 64))) << slopes[0];
+  }
 }
 
 TEST_P(AttentionTest, FullyMaskedRowsGiveZerosAndMinusInfinity) {
@@ -1340,9 +1347,11 @@ TEST_P(PagedAttentionTest, CallerOwnedBlockTables) {
     EXPECT_EQ(cache->free_blocks(), cache->config().num_blocks);  // the cache's own allocator is untouched
     const Tensor lens = i32_tensor({300, 17, 40});
     const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
-    for (const AttentionAttrs& attrs : {AttentionAttrs{.causal = true}, AttentionAttrs{}, AttentionAttrs{.causal = true, .window = 20}})
+    for (const AttentionAttrs& attrs : {AttentionAttrs{.causal = true}, AttentionAttrs{}, AttentionAttrs{.causal = true, .window = 20},
+                                        AttentionAttrs{.causal = true, .alibi_slopes = alibi_slopes(hq)}})
       for (std::int64_t sq : {1, 4, 12}) {
-        SCOPED_TRACE(fmt::format("cache {} Sq={} causal {} window {}", to_string(cache_dt), sq, attrs.causal, attrs.window));
+        SCOPED_TRACE(fmt::format("cache {} Sq={} causal {} window {} alibi {}", to_string(cache_dt), sq, attrs.causal, attrs.window,
+                                 !attrs.alibi_slopes.empty()));
         const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
         const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
         const ops::PlanPtr plan =

@@ -276,7 +276,8 @@ TEST_P(ElementwiseTest, MaxMinPropagateNaN) {
 }
 
 TEST_P(ElementwiseTest, GatedMatchesReferenceAndComposition) {
-  for (ops::Activation act : {ops::Activation::silu, ops::Activation::gelu_erf, ops::Activation::gelu_tanh, ops::Activation::relu}) {
+  for (ops::Activation act : {ops::Activation::silu, ops::Activation::gelu_erf, ops::Activation::gelu_tanh, ops::Activation::relu,
+                              ops::Activation::quick_gelu}) {
     for (DType dt : kFloatTypes) {
       for (std::int64_t h : {1L, 17L, 64L, 1000L}) {
         SCOPED_TRACE(fmt::format("{} {} h={}", ops::to_string(act), to_string(dt), h));

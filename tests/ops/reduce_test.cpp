@@ -203,10 +203,12 @@ TEST_P(ReduceTest, StridedInputsAndOutputs) {
   EXPECT_TRUE(close(y, ref, tolerance_for(DType::f32, 33)));
 }
 
-// max and min propagate NaN wherever it sits (first, middle, in a vector
-// tail), including before larger values; sum and mean propagate NaN and Inf
-// by arithmetic; a row of -inf has max and min -inf, a row holding +inf
-// has min below it.
+// Every op against the plain f64 loop on rows and columns holding NaN (first,
+// middle, in a vector tail), -inf and +inf; NaN propagates through every op.
+// max and min propagate NaN wherever it sits, including before larger
+// values; sum and mean propagate NaN and Inf by arithmetic; a row of -inf
+// has max and min -inf, a row holding +inf has min below it; log-sum-exp
+// of -infs is -inf, with a +inf it is +inf.
 TEST_P(ReduceTest, NaNAndInfinities) {
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(to_string(dt));
@@ -275,6 +277,13 @@ TEST_P(ReduceTest, ValuesByHand) {
   EXPECT_FLOAT_EQ(reduce1(ReduceOp::log_sum_exp, row(-kInf, {{16, 2}, {32, 2}})), 2 + std::log(2.0f));
   EXPECT_EQ(reduce1(ReduceOp::l2, {kInf, 1}), kInf);
   EXPECT_EQ(reduce1(ReduceOp::l1, {-kInf, 1}), kInf);
+  // A product whose parts leave f32's range (1.03^16384, then 1 / 1.03^16384:
+  // a part of 4096 factors is e^121): one pass in f64, never split across
+  // cores into f32 partial products.
+  std::vector<float> factors(32768, 1.03f);
+  std::fill(factors.begin() + 16384, factors.end(), 1.0f / 1.03f);
+  const double exact = std::pow(double(1.03f) * double(1.0f / 1.03f), 16384.0);
+  EXPECT_NEAR(reduce1(ReduceOp::prod, factors), exact, 1e-6 * exact);
   for (ReduceOp op : {ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::sum_square, ReduceOp::log_sum, ReduceOp::log_sum_exp}) {
     SCOPED_TRACE(ops::to_string(op));
     const float want = op == ReduceOp::prod ? 1.0f : op == ReduceOp::log_sum || op == ReduceOp::log_sum_exp ? -kInf : 0.0f;
@@ -399,7 +408,8 @@ TEST_P(ReduceTest, PicksTheRowOfItsLevel) {
   EXPECT_EQ(cols->op(), "max");
   // The AVX-512 rows have only sum, mean and max: the others take the AVX2
   // rows at every level from AVX2 up.
-  for (ReduceOp op : {ReduceOp::min, ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::log_sum, ReduceOp::log_sum_exp}) {
+  for (ReduceOp op : {ReduceOp::min, ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::sum_square, ReduceOp::log_sum,
+                      ReduceOp::log_sum_exp}) {
     SCOPED_TRACE(ops::to_string(op));
     auto op_rows = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {64}), {.op = op, .axes = {1}}));
     auto op_cols = value_or_die(ops::Reduce::plan(ctx_, x, TensorDesc::contiguous(DType::f32, {4096}), {.op = op, .axes = {0}}));

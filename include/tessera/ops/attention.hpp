@@ -1,5 +1,5 @@
 #pragma once
-// Attention: o = softmax(scale · q kᵀ + mask) · v, computed flash-style — the
+// Attention: o = softmax(scale · q kᵀ + mask [+ ALiBi]) · v, computed flash-style — the
 // score matrix is processed a block of keys at a time with an online softmax
 // and never reaches memory, so memory use is O(S), not O(S²).
 //
@@ -51,7 +51,9 @@ struct AttentionAttrs {
   // query head (Hq of them, or none), adding -slope * |i + Skv - Sq - j| to
   // query i's logit of key j (flash-attn's and vLLM's form; under causal,
   // slope * (j - i - Skv + Sq) for the keys a query sees), so lse includes
-  // it. With a window too; not with a mask (fold the biases into it).
+  // it. With a window too; not with a mask (fold the biases into it). The
+  // biases take Hq x (keys + queries) floats with the plan (the totals'
+  // with variable lengths; paged: max_kv_len plus q's).
   std::vector<float> alibi_slopes;
 };
 

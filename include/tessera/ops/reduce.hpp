@@ -7,7 +7,10 @@
 // x's largest / smallest element along one axis. y's shape is x's without the reduced dims, or with them as 1 when
 // keep_dims. Float storage in and out (indices: integers); sums add up in
 // f64 (in short f32 blocks first: within f32 tolerance of the exact sum),
-// products multiply in f64, max and min compare in f32 and propagate NaN
+// squares for L2 and sums of squares are f32 (past |x| ~ 1.8e19 they
+// overflow, as in PyTorch), products multiply in f64 (over axes that take
+// several passes, each pass's partial products are f32), max and min
+// compare in f32 and propagate NaN
 // (a NaN among the reduced elements gives NaN; log-sum-exp too, and an
 // infinite largest element gives itself). Axes that x's strides merge (every axis of a
 // contiguous x, NCHW's H and W) reduce in one pass; others in a pass per

@@ -21,7 +21,6 @@ std::int64_t arg_extreme(const ReduceArgs& a, std::int64_t j) {
   return best;
 }
 
-
 // max + log(sum of exp(v - max)) over the output's elements, in f64: NaN
 // if one is NaN, the infinite max itself if it is infinite (no sum of
 // exp(inf - inf)), -inf for none.

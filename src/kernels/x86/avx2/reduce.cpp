@@ -8,7 +8,8 @@
 
 namespace tessera::kernels::avx2 {
 
-// The AVX-512 rows and columns, 8 lanes wide.
+// The AVX-512 rows and columns, 8 lanes wide, with min, products,
+// log-sum-exp and the terms of L1 / L2 (which the AVX-512 rows leave here).
 
 // max (min) that keeps a NaN from either side: max_ps alone returns its
 // second operand when either is NaN, which keeps acc's NaN but would drop v's.

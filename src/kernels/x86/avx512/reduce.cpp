@@ -57,7 +57,7 @@ static float row_max(const char* x, T t, std::int64_t len) {
   return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(v);
 }
 
-// sum, mean and max: min never comes here (kernels/reduce.cpp gives it the AVX2 rows).
+// Plain sum, mean and max only: kernels/reduce.cpp gives the other reductions the AVX2 rows.
 void reduce_rows(const ReduceArgs& a) {
   const std::int64_t xs = bytes_of(a.x_dtype), ys = bytes_of(a.y_dtype);
   const double scale = a.kind == ReduceKind::mean ? 1.0 / double(a.length) : 1.0;
