@@ -164,8 +164,9 @@ double inv_freq(std::int64_t i, std::int64_t rotary_dim, double theta, const Rop
       const auto pair_turning = [&](double turns) {
         return double(rotary_dim) * std::log(double(s.original_max_positions) / (turns * 2.0 * M_PI)) / (2.0 * std::log(theta));
       };
-      const double low = std::max(std::floor(pair_turning(s.beta_fast)), 0.0);
-      double high = std::min(std::ceil(pair_turning(s.beta_slow)), double(rotary_dim - 1));
+      const double fast = pair_turning(s.beta_fast), slow = pair_turning(s.beta_slow);
+      const double low = std::max(s.truncate ? std::floor(fast) : fast, 0.0);
+      double high = std::min(s.truncate ? std::ceil(slow) : slow, double(rotary_dim - 1));
       if (high == low) high += 0.001;  // no division by 0
       const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);  // 0: kept, 1: divided
       return base / s.factor * ramp + base * (1.0 - ramp);

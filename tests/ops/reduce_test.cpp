@@ -284,6 +284,12 @@ TEST_P(ReduceTest, ValuesByHand) {
   std::fill(factors.begin() + 16384, factors.end(), 1.0f / 1.03f);
   const double exact = std::pow(double(1.03f) * double(1.0f / 1.03f), 16384.0);
   EXPECT_NEAR(reduce1(ReduceOp::prod, factors), exact, 1e-6 * exact);
+  // The same at any core count: a long product plans one pass (no workspace), where a sum splits.
+  const TensorDesc long_row = TensorDesc::contiguous(DType::f32, {1, 1 << 24}), one = TensorDesc::contiguous(DType::f32, {1});
+  EXPECT_EQ(value_or_die(ops::Reduce::plan(ctx_, long_row, one, {.op = ReduceOp::prod, .axes = {1}}))->workspace_bytes(), 0);
+  if (ctx_.hw().cores > 1) {
+    EXPECT_GT(value_or_die(ops::Reduce::plan(ctx_, long_row, one, {.op = ReduceOp::sum, .axes = {1}}))->workspace_bytes(), 0);
+  }
   for (ReduceOp op : {ReduceOp::prod, ReduceOp::l1, ReduceOp::l2, ReduceOp::sum_square, ReduceOp::log_sum, ReduceOp::log_sum_exp}) {
     SCOPED_TRACE(ops::to_string(op));
     const float want = op == ReduceOp::prod ? 1.0f : op == ReduceOp::log_sum || op == ReduceOp::log_sum_exp ? -kInf : 0.0f;

@@ -232,6 +232,26 @@ TEST(RopeCache, Scaling) {
   const auto yarn_own = value_or_die(
       ops::rope_cache(4, rot, 1e6, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 32768, .attention_factor = 1}));
   EXPECT_FLOAT_EQ(yarn_own.first.data_as<float>()[0], 1.0f);
+  // Untruncated (gpt-oss): the ramp from 23.596 to 39.651, its ends as they come.
+  const auto untruncated = frequencies(value_or_die(
+      ops::rope_cache(4, rot, 1e6, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 32768, .truncate = false})));
+  for (std::int64_t i = 0; i < half; ++i) {
+    const double f = plain(1e6, i), ramp = std::clamp((double(i) - 23.5959) / (39.6509 - 23.5959), 0.0, 1.0);
+    EXPECT_NEAR(untruncated[std::size_t(i)], f / 4 * ramp + f * (1 - ramp), 1e-4 * f) << i;
+  }
+  // The ramp's end clamped to the last dim: theta 10, R 16, trained at 1024
+  // (pairs 5.66 and 17.70 rounded out to 5 and 18, clamped to 15).
+  const auto clamped = frequencies(value_or_die(
+      ops::rope_cache(4, 16, 10, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 1024, .attention_factor = 1})));
+  for (std::int64_t i = 0; i < 8; ++i) {
+    const double f = std::pow(10.0, -2.0 * double(i) / 16), ramp = std::clamp((double(i) - 5) / (15 - 5), 0.0, 1.0);
+    EXPECT_NEAR(clamped[std::size_t(i)], f / 4 * ramp + f * (1 - ramp), 1e-7 + 1e-6 * f) << i;
+  }
+  // Both ends at pair 0 (trained at 6 positions, under one turn of any
+  // pair): a ramp of 0.001, pair 0 kept and the rest divided.
+  const auto collapsed = frequencies(value_or_die(
+      ops::rope_cache(4, rot, 1e4, {.type = RopeScalingType::yarn, .factor = 4, .original_max_positions = 6, .attention_factor = 1})));
+  for (std::int64_t i = 0; i < half; ++i) EXPECT_NEAR(collapsed[std::size_t(i)], plain(1e4, i) / (i == 0 ? 1 : 4), 1e-7) << i;
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ enum class RopeScalingType {
   none,
   linear,  // position interpolation: every frequency divided by factor
   llama3,  // Llama 3.1+: low frequencies divided by factor, high ones kept, a smooth ramp between
-  yarn,    // YaRN (Qwen2.5, DeepSeek long context): a ramp from kept to divided by factor, cos and sin scaled
+  yarn,    // YaRN (Qwen2.5, gpt-oss, DeepSeek): a ramp from kept to divided by factor, cos and sin scaled
 };
 
 struct RopeScaling {
@@ -46,7 +46,10 @@ struct RopeScaling {
   double high_freq_factor = 4.0;            // llama3: wavelengths under original / high_freq_factor are kept
   double beta_fast = 32.0;                  // yarn: pairs turning more than beta_fast times over the trained context are kept,
   double beta_slow = 1.0;                   //   fewer than beta_slow divided, a linear ramp between
-  double attention_factor = 0.0;            // yarn: cos and sin times it; 0: 0.1 ln(factor) + 1
+  bool truncate = true;                     // yarn: the ramp's ends rounded out to whole pairs (gpt-oss: false)
+  // yarn: cos and sin times it; 0: 0.1 ln(factor) + 1. DeepSeek's configs
+  // (mscale = mscale_all_dim, which transformers divides out) take 1.
+  double attention_factor = 0.0;
 };
 
 // cos/sin caches for positions [0, max_pos) and rotary dim R: angle(p, i) =
