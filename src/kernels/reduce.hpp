@@ -10,9 +10,9 @@
 // where f32 rounding shows, but f32 range: terms near f32's largest may
 // overflow there; squares, in f32 too, past |x| ~ 1.8e19, where the reference
 // squares in f64, as PyTorch's and ONNX Runtime's f32 norms overflow). A
-// sum's terms may be the elements' absolute values or squares (ReduceTerm) and its result finished by a square root or a log
-// (ReduceFinish): L1, L2, sums of squares, log of the sum. Products multiply
-// in f64. log_sum_exp is max + log(sum of exp(x - max)) with the max found
+// sum's terms may be the elements' absolute values or squares (ReduceTerm),
+// and its result finished by a square root or a log (ReduceFinish): L1, L2,
+// sums of squares, log of the sum. Products multiply in f64. log_sum_exp is max + log(sum of exp(x - max)) with the max found
 // on the way, a block of elements at a time (an online softmax's sum: one
 // pass over x, one exp per element).
 // max and min keep a NaN; length 0 gives sums of 0, products of 1 and a

@@ -70,11 +70,11 @@ std::int64_t window_start(const Unit& u, std::int64_t p) { return first_key_in_w
 // d in (-window, 0] (0 there, -inf elsewhere); ALiBi adds -slope |d|, a band
 // per query head (head stride: the band's length; Hq bands of the keys plus
 // the positions, which for variable lengths are the totals: 34 MB at 32
-// heads and 64 sequences of 2048). center and the length
-// keep the indices of units of up to max_keys keys and max_positions
-// positions inside the band, with kMargin more on each side: the bf16 flash
-// rows pad a unit's rows to groups of 32 and form (never read) mask
-// addresses for positions past its last. A window that takes in max_keys
+// heads and 64 sequences of 2048). center and the length keep the indices
+// of units of up to max_keys keys and max_positions positions inside the
+// band, with kMargin more on each side: the bf16 flash rows pad a unit's
+// rows to groups of 32 and form (never read) mask addresses for positions
+// past its last. A window that takes in max_keys
 // hides nothing: without ALiBi, no band (the mask cost 1.1-1.2x at bf16 S
 // 4096, 1 thread).
 class RelativeBand {

@@ -43,7 +43,6 @@ struct PassKind {
 PassKind pass_kind(ReduceOp op, bool first, bool last) {
   using K = kernels::ReduceKind;
   using T = kernels::ReduceTerm;
-  const T square = first ? T::square : T::value;
   switch (op) {
     case ReduceOp::mean: return {K::mean};
     case ReduceOp::max: return {K::max};
@@ -53,8 +52,8 @@ PassKind pass_kind(ReduceOp op, bool first, bool last) {
     case ReduceOp::argmax: return {K::argmax};
     case ReduceOp::argmin: return {K::argmin};
     case ReduceOp::l1: return {K::sum, first ? T::abs : T::value};
-    case ReduceOp::sum_square: return {K::sum, square};
-    case ReduceOp::l2: return {K::sum, square, last ? kernels::ReduceFinish::sqrt : kernels::ReduceFinish::none};
+    case ReduceOp::sum_square: return {K::sum, first ? T::square : T::value};
+    case ReduceOp::l2: return {K::sum, first ? T::square : T::value, last ? kernels::ReduceFinish::sqrt : kernels::ReduceFinish::none};
     case ReduceOp::log_sum: return {K::sum, T::value, last ? kernels::ReduceFinish::log : kernels::ReduceFinish::none};
     case ReduceOp::sum: break;
   }

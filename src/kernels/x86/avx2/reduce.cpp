@@ -132,13 +132,12 @@ __attribute__((always_inline)) static inline void lse_block(Load&& load, int n, 
   const __m256 base = _mm256_and_ps(top, _mm256_cmp_ps(abs8(top), _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ));
   // v - base <= 0 and m - base <= 0 where base is the finite top; elsewhere
   // the lane's s is unused, or its elements are all -inf.
-  constexpr ExpArg kNonpositive = ExpArg::nonpositive;
   __m256 sum0 = _mm256_setzero_ps(), sum1 = sum0;  // two chains hide the adds' latency
   for (int i = 0; i < n; ++i) {
-    const __m256 e = exp8<kNonpositive, ExpTiny::normal>(_mm256_sub_ps(load(i), base));
+    const __m256 e = exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_sub_ps(load(i), base));
     i % 2 ? sum1 = _mm256_add_ps(sum1, e) : sum0 = _mm256_add_ps(sum0, e);
   }
-  const __m256 sum = _mm256_add_ps(sum0, sum1), rescale = exp8<kNonpositive, ExpTiny::normal>(_mm256_sub_ps(m, base));
+  const __m256 sum = _mm256_add_ps(sum0, sum1), rescale = exp8<ExpArg::nonpositive, ExpTiny::normal>(_mm256_sub_ps(m, base));
   s_lo = _mm256_fmadd_pd(s_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(rescale)), _mm256_cvtps_pd(_mm256_castps256_ps128(sum)));
   s_hi = _mm256_fmadd_pd(s_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(rescale, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(sum, 1)));
   m = top;
