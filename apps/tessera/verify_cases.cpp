@@ -829,13 +829,15 @@ struct AttentionShape {
   bool causal;
   std::int64_t window = 0;
   bool alibi = false;  // slopes 2^(-8 (h + 1) / Hq), as BLOOM's
+  bool sinks = false;  // sink logits -2, -0.5, 1, 2.5, ... (gpt-oss's lie in a few units of 0)
   std::string name() const {
-    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
-                       window ? fmt::format(" window={}", window) : "", alibi ? " alibi" : "");
+    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
+                       window ? fmt::format(" window={}", window) : "", alibi ? " alibi" : "", sinks ? " sinks" : "");
   }
   ops::AttentionAttrs attrs() const {
     ops::AttentionAttrs a{.causal = causal, .window = window};
     for (std::int64_t h = 0; alibi && h < hq; ++h) a.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(hq)));
+    for (std::int64_t h = 0; sinks && h < hq; ++h) a.sinks.push_back(1.5f * float(h % 4) - 2.0f);
     return a;
   }
 };
@@ -934,12 +936,17 @@ void add_attention(std::vector<Case>& out) {
   const AttentionShape kAlibi[] = {{Size::odd, 2, 37, 37, 8, 2, 80, true, 0, true},
                                    {Size::odd, 2, 33, 77, 4, 4, 64, false, 0, true},
                                    {Size::typical, 1, 1, 4096, 32, 8, 128, true, 0, true}};
+  // Sinks, as gpt-oss: causal prefill, a windowed layer, decode splitting its keys.
+  const AttentionShape kSinks[] = {{Size::odd, 2, 37, 37, 8, 2, 64, true, 0, false, true},
+                                   {Size::typical, 1, 300, 300, 8, 2, 64, true, 128, false, true},
+                                   {Size::typical, 1, 1, 4096, 32, 8, 64, true, 0, false, true}};
   for (DType dt : {DType::f32, DType::bf16}) {
     for (const AttentionShape& s : kPrefill) add_attention_case(out, "attention", dt, s, false);
     for (const AttentionShape& s : kDecode) add_attention_case(out, "attention_decode", dt, s, false);
     for (const AttentionShape& s : kMasked) add_attention_case(out, "attention_masked", dt, s, true);
     for (const AttentionShape& s : kWindowed) add_attention_case(out, "attention_window", dt, s, false);
     for (const AttentionShape& s : kAlibi) add_attention_case(out, "attention_alibi", dt, s, false);
+    for (const AttentionShape& s : kSinks) add_attention_case(out, "attention_sinks", dt, s, false);
   }
 
   const PagedShape kPaged[] = {

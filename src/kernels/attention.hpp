@@ -7,7 +7,10 @@
 // leaving the core. It writes either the final normalized rows (and their
 // log-sum-exp), or, for one piece of a split-KV decode, the unnormalized
 // sums with each row's running max and sum, which the op merges.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "kernels/registry.hpp"
@@ -69,12 +72,32 @@ struct AttentionOutput {
   std::int64_t o_pos_stride, o_head_stride;
   float* lse;  // optional
   std::int64_t lse_pos_stride, lse_head_stride;
+  // Optional: each group head's sink logit (AttentionAttrs::sinks), indexed
+  // by the row's head within the group; it joins the final rows' denominator
+  // (row_end). Split pieces leave it to the op's merge.
+  const float* sinks;
   // Split-KV piece, when partial_o is set: [rows][head_dim] unnormalized sums,
   // the running max of the scaled logits and the sum of exp(logit - max).
   float* partial_o;
   float* partial_m;
   float* partial_l;
 };
+
+// How a final row ends, from its running max m (natural log units) and sum
+// l of exp(logit - m): o = sums * inv, and lse. With a sink logit (or
+// nullptr) the denominator is l + exp(sink - m), taken relative to the
+// larger of m and the sink so that neither overflows. A row that sees no
+// key (l = 0): zeros, lse -inf (the sink, with one). A NaN sum stays NaN,
+// as in the reference. Static, as kv_token_offset.
+struct RowEnd {
+  float inv, lse;
+};
+static inline RowEnd row_end(float m, float l, const float* sink) {
+  if (l == 0.0f) return {0.0f, sink ? *sink : -std::numeric_limits<float>::infinity()};
+  if (!sink) return {1.0f / l, m + std::log(l)};
+  const float top = std::max(m, *sink), w = std::exp(m - top), denominator = l * w + std::exp(*sink - top);
+  return {w / denominator, top + std::log(denominator)};
+}
 
 struct AttentionProblem {
   DType q, kv, o;

@@ -178,11 +178,10 @@ void merge(const Task* pieces, const Merge& m) {
       }
     }
     const std::int64_t pos = r / m.group, head = r % m.group;
-    const bool empty = l == 0.0f;
+    const kernels::RowEnd end = kernels::row_end(mx, l, m.out.sinks ? m.out.sinks + head : nullptr);
     const std::int64_t o_off = pos * m.out.o_pos_stride + head * m.out.o_head_stride;
-    for (std::int64_t d = 0; d < m.dim; ++d)
-      tessera::detail::store(m.out.o, m.out.o_dtype, o_off + d, empty ? 0.0f : sums[std::size_t(d)] / l);
-    if (m.out.lse) m.out.lse[pos * m.out.lse_pos_stride + head * m.out.lse_head_stride] = empty ? kNegInf : mx + std::log(l);
+    for (std::int64_t d = 0; d < m.dim; ++d) tessera::detail::store(m.out.o, m.out.o_dtype, o_off + d, sums[std::size_t(d)] * end.inv);
+    if (m.out.lse) m.out.lse[pos * m.out.lse_pos_stride + head * m.out.lse_head_stride] = end.lse;
   }
 }
 
@@ -262,37 +261,42 @@ Unit query_unit(const AttentionAttrs& attrs, const RelativeBand& band, std::span
     w.lse_head_stride = lse.strides[lr - 2];
     w.lse_pos_stride = lse.strides[lr - 1];
   }
+  if (!attrs.sinks.empty()) w.sinks = attrs.sinks.data() + h * group;
   u.positions = sq;
   u.kv_len = kv_len;
   band.apply(u, h * group);
   return u;
 }
 
-Status check_scale(float scale) {
-  if (!std::isfinite(scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", scale));
+// A per-head attribute (ALiBi's slopes, the sinks): one finite value per query head (hq), or none.
+Status check_per_head(const std::vector<float>& values, std::string_view name, std::int64_t hq) {
+  if (values.empty()) return {};
+  if (std::int64_t(values.size()) != hq)
+    return Status::invalid_argument(fmt::format("{}: {} values, expected one per query head ({})", name, values.size(), hq));
+  for (std::size_t h = 0; h < values.size(); ++h)
+    if (!std::isfinite(values[h])) return Status::invalid_argument(fmt::format("{}: [{}] is {}, not finite", name, h, values[h]));
   return {};
 }
 
-// The window and ALiBi's slopes (hq query heads), neither with a mask.
-Status check_relative_biases(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
+// The scale, the window, ALiBi's slopes (neither with a mask) and the sinks, for hq query heads.
+Status check_attrs(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
+  if (!std::isfinite(attrs.scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", attrs.scale));
   if (attrs.window < 0) return Status::invalid_argument(fmt::format("attrs.window: {} is negative", attrs.window));
   if (attrs.window > 0 && !attrs.causal) return Status::invalid_argument("attrs.window: a sliding window needs attrs.causal");
   if (attrs.window > 0 && mask) return Status::invalid_argument("mask: not supported with attrs.window (fold the window into the mask)");
-  const std::vector<float>& slopes = attrs.alibi_slopes;
-  if (slopes.empty()) return {};
-  if (std::int64_t(slopes.size()) != hq)
-    return Status::invalid_argument(fmt::format("attrs.alibi_slopes: {} slopes, expected one per query head ({})", slopes.size(), hq));
-  for (std::size_t h = 0; h < slopes.size(); ++h)
-    if (!std::isfinite(slopes[h])) return Status::invalid_argument(fmt::format("attrs.alibi_slopes: [{}] is {}, not finite", h, slopes[h]));
-  if (mask) return Status::invalid_argument("mask: not supported with attrs.alibi_slopes (fold the biases into the mask)");
-  return {};
+  TESSERA_RETURN_IF_ERROR(check_per_head(attrs.alibi_slopes, "attrs.alibi_slopes", hq));
+  if (!attrs.alibi_slopes.empty() && mask)
+    return Status::invalid_argument("mask: not supported with attrs.alibi_slopes (fold the biases into the mask)");
+  return check_per_head(attrs.sinks, "attrs.sinks", hq);
 }
 
 // What the one-shot functions key their plans by, past the tensors.
 void add_attrs(PlanKey& key, const AttentionAttrs& attrs) {
   key.add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
-  key.add(std::int64_t(attrs.alibi_slopes.size()));
-  for (float s : attrs.alibi_slopes) key.add(s);
+  for (const std::vector<float>* values : {&attrs.alibi_slopes, &attrs.sinks}) {
+    key.add(std::int64_t(values->size()));
+    for (float v : *values) key.add(v);
+  }
 }
 
 // The length of [..., S, H, D]'s S: a sequence's, or the total with variable lengths.
@@ -481,8 +485,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
   if (!varlen && k.shape[0] != q.shape[0])
     return Status::invalid_argument(fmt::format("k: batch {} differs from q's {}", k.shape[0], q.shape[0]));
   TESSERA_RETURN_IF_ERROR(check_groups(hq, hkv, "k"));
-  TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
-  TESSERA_RETURN_IF_ERROR(check_relative_biases(attrs, hq, options.mask.has_value()));
+  TESSERA_RETURN_IF_ERROR(check_attrs(attrs, hq, options.mask.has_value()));
 
   const std::int64_t batch = varlen ? options.varlen_batch : q.shape[0];
   const std::int64_t sq = q.shape[rank - 3], skv = k.shape[rank - 3];  // varlen: the totals
@@ -719,8 +722,7 @@ Result<PlanPtr> plan_paged(Context& ctx, std::shared_ptr<const KvCache> cache, c
       return Status::invalid_argument(fmt::format("seq_lens: {} is not i32 [B = {}] (block_tables' rows)", lens.to_string(), batch));
   }
   if (max_kv_len < 0) return Status::invalid_argument(fmt::format("max_kv_len: {} is negative", max_kv_len));
-  TESSERA_RETURN_IF_ERROR(check_scale(attrs.scale));
-  TESSERA_RETURN_IF_ERROR(check_relative_biases(attrs, hq, mask.has_value()));
+  TESSERA_RETURN_IF_ERROR(check_attrs(attrs, hq, mask.has_value()));
   TESSERA_RETURN_IF_ERROR(check_lse(lse, varlen ? Shape{hq, sq} : Shape{batch, hq, sq}));
   std::vector<TensorDesc> inputs{q}, outputs{o};
   inputs.insert(inputs.end(), sequences.begin(), sequences.end());

@@ -110,40 +110,46 @@ double scale_of(const AttentionAttrs& attrs, std::int64_t head_dim) {
 
 // q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], mask (if any) [B, Hq, Sq, Skv]
 // (broadcast strides allowed); writes o [B, Sq, Hq, D] and lse [B, Hq, Sq].
-// window (with causal): query i sees keys j in (i + Skv - Sq - window, i + Skv - Sq].
-// alibi (Hq slopes, or none): -slope * |i + Skv - Sq - j| added to each logit.
-void reference(const View4& q, const View4& k, const View4& v, const View4* mask, double scale, bool causal,
-               const Sink& o, const Sink* lse, std::int64_t window = 0, std::span<const float> alibi = {}) {
+// From attrs: the scale, causal; the window (with causal: query i sees keys j
+// in (i + Skv - Sq - window, i + Skv - Sq]); ALiBi (Hq slopes, or none:
+// -slope * |i + Skv - Sq - j| added to each logit); sinks (Hq logits, or
+// none: e^sink joins each row's denominator, and lse is its log).
+void reference(const View4& q, const View4& k, const View4& v, const View4* mask, const AttentionAttrs& attrs, const Sink& o,
+               const Sink* lse) {
+  constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
   const std::int64_t nb = q.shape[0], sq = q.shape[1], hq = q.shape[2], d = q.shape[3];
-  const std::int64_t skv = k.shape[1], hkv = k.shape[2], group = hq / hkv;
+  const std::int64_t skv = k.shape[1], hkv = k.shape[2], group = hq / hkv, window = attrs.window;
+  const double scale = scale_of(attrs, d);
   std::vector<double> kk(skv * d), vv(skv * d), qq(d), logit(skv), acc(d);
   for (std::int64_t b = 0; b < nb; ++b)
     for (std::int64_t h = 0; h < hq; ++h) {
       const std::int64_t kvh = h / group;
+      const double sink_logit = attrs.sinks.empty() ? kNegInfD : double(attrs.sinks[std::size_t(h)]);
       for (std::int64_t j = 0; j < skv; ++j)
         for (std::int64_t e = 0; e < d; ++e) kk[j * d + e] = k.at(b, j, kvh, e), vv[j * d + e] = v.at(b, j, kvh, e);
       for (std::int64_t i = 0; i < sq; ++i) {
         for (std::int64_t e = 0; e < d; ++e) qq[e] = q.at(b, i, h, e);
-        double m = -std::numeric_limits<double>::infinity();
+        double m = kNegInfD;
         for (std::int64_t j = 0; j < skv; ++j) {
-          if (causal && (j > i + skv - sq || (window > 0 && j <= i + skv - sq - window))) {
-            logit[j] = -std::numeric_limits<double>::infinity();
+          if (attrs.causal && (j > i + skv - sq || (window > 0 && j <= i + skv - sq - window))) {
+            logit[j] = kNegInfD;
             continue;
           }
           double s = 0;
           for (std::int64_t e = 0; e < d; ++e) s += qq[e] * kk[j * d + e];
           s *= scale;
           if (mask) s += mask->at(b, h, i, j);
-          if (!alibi.empty()) s -= double(alibi[std::size_t(h)]) * double(std::abs(i + skv - sq - j));
+          if (!attrs.alibi_slopes.empty()) s -= double(attrs.alibi_slopes[std::size_t(h)]) * double(std::abs(i + skv - sq - j));
           logit[j] = s;
           m = std::max(m, s);
         }
-        if (m == -std::numeric_limits<double>::infinity()) {  // sees no key: zeros, lse -inf
+        if (m == kNegInfD) {  // sees no key: zeros, lse -inf (the sink)
           for (std::int64_t e = 0; e < d; ++e) o.at(b, i, h, e) = 0.0f;
-          if (lse) lse->at(b, h, i, 0) = -kInf;
+          if (lse) lse->at(b, h, i, 0) = float(sink_logit);
           continue;
         }
-        double sum = 0;
+        m = std::max(m, sink_logit);
+        double sum = std::exp(sink_logit - m);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (std::int64_t j = 0; j < skv; ++j) {
           const double p = std::exp(logit[j] - m);
@@ -169,8 +175,7 @@ std::pair<Tensor, Tensor> reference_bshd(const Tensor& q, const Tensor& k, const
     mv = view4(expanded);
   }
   const Sink lse_sink = sink(lse);
-  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal, sink(o), &lse_sink, attrs.window,
-            attrs.alibi_slopes);
+  reference(view4(q), view4(k), view4(v), mask ? &mv : nullptr, attrs, sink(o), &lse_sink);
   return {o, lse};
 }
 
@@ -262,14 +267,23 @@ struct Case {
   bool lse = true;
   std::uint64_t seed = 1;
   bool alibi = false;  // ALiBi with alibi_slopes(hq)
+  bool sinks = false;  // sinks sink_logits(hq)
 
   std::string name() const {
     return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} window={} scale={} mask={} bhsd={} "
-                       "padded_kv={} lse={} seed={} alibi={}",
+                       "padded_kv={} lse={} seed={} alibi={} sinks={}",
                        b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, window, scale,
-                       int(mask), bhsd, padded_kv, lse, seed, alibi);
+                       int(mask), bhsd, padded_kv, lse, seed, alibi, sinks);
   }
 };
+
+// Sink logits for n heads, from well below a row's logits (the logits of
+// these tests' q and k lie within about ±8) to well above them: -6, -1, 2, 7, ...
+std::vector<float> sink_logits(std::int64_t n) {
+  std::vector<float> s;
+  for (std::int64_t h = 0; h < n; ++h) s.push_back(float(h % 4) * 4.0f - 6.0f + float(h % 3));
+  return s;
+}
 
 // ALiBi's slopes for n heads (a power of two, as in the paper and BLOOM): 2^(-8 (h + 1) / n).
 std::vector<float> alibi_slopes(std::int64_t n) {
@@ -348,6 +362,7 @@ class AttentionTest : public IsaTest {
     }
     AttentionAttrs attrs{.scale = c.scale, .causal = c.causal, .window = c.window};
     if (c.alibi) attrs.alibi_slopes = alibi_slopes(c.hq);
+    if (c.sinks) attrs.sinks = sink_logits(c.hq);
     run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr, attrs, c.name());
   }
 };
@@ -547,6 +562,51 @@ TEST_P(AttentionTest, PermutedAndStridedViews) {
   check({.b = 1, .sq = 1, .skv = 300, .hq = 8, .hkv = 2, .d = 128, .out = DType::bf16, .bhsd = true, .seed = seed++});
 }
 
+TEST_P(AttentionTest, Sinks) {
+  // gpt-oss's sinks: causal prefill, cross-attention, sliding windows (rows
+  // that see no key: zeros, lse = the sink), ALiBi, a full mask with -inf
+  // entries, decode with the keys split across cores (the merge adds the
+  // sink) and without the lse output; GQA 4 and 1, f32 and bf16.
+  std::uint64_t seed = 480;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    check({.b = 2, .sq = 130, .skv = 130, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .seed = seed++, .sinks = true});
+    check({.b = 2, .sq = 33, .skv = 77, .hq = 4, .hkv = 4, .d = 64, .in = dt, .out = dt, .seed = seed++, .sinks = true});
+    check({.b = 2, .sq = 40, .skv = 25, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .window = 7, .seed = seed++,
+           .sinks = true});
+    check({.b = 1, .sq = 37, .skv = 200, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .alibi = true,
+           .sinks = true});
+    check({.b = 2, .sq = 19, .skv = 45, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .mask = MaskKind::full, .seed = seed++,
+           .sinks = true});
+    for (std::int64_t sq : {1, 4}) {
+      check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .sinks = true});
+      check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .window = 100, .lse = false,
+             .seed = seed++, .sinks = true});
+    }
+  }
+  // By hand: one key whose logit is 0 (q zero) and a value of ones; a sink
+  // of 0 takes half of the row, a sink of ln 3 three quarters.
+  const Tensor q = zeros(DType::f32, {1, 1, 2, 64}), k = random_tensor(DType::f32, {1, 1, 1, 64}, 490);
+  Tensor v = zeros(DType::f32, {1, 1, 1, 64});
+  std::fill_n(v.data_as<float>(), 64, 1.0f);
+  const Tensor o = nan_tensor(DType::f32, {1, 1, 2, 64}), lse = nan_tensor(DType::f32, {1, 2, 1});
+  AttentionOptions options;
+  options.lse = lse.desc();
+  const ops::PlanPtr plan = value_or_die(ops::Attention::plan(ctx_, q.desc(), k.desc(), v.desc(), o.desc(), {.sinks = {0.0f, std::log(3.0f)}}, options));
+  ASSERT_TRUE(run_plan(ctx_, stream_, *plan, {q, k, v}, {o, lse}).ok());
+  for (std::int64_t e = 0; e < 64; ++e) {
+    EXPECT_NEAR(o.data_as<float>()[e], 0.5f, 1e-6f);
+    EXPECT_NEAR(o.data_as<float>()[64 + e], 0.25f, 1e-6f);
+  }
+  EXPECT_NEAR(lse.data_as<float>()[0], std::log(2.0f), 1e-6f);
+  EXPECT_NEAR(lse.data_as<float>()[1], std::log(4.0f), 1e-6f);
+  // The one-shot's plans are keyed by the sinks' values.
+  for (const std::vector<float>& sinks : {std::vector{0.0f, 1.0f}, std::vector{1.0f, 0.0f}}) {
+    const AttentionAttrs attrs{.causal = true, .sinks = sinks};
+    ASSERT_TRUE(ops::attention(stream_, q, k, v, o, attrs).ok());
+    EXPECT_TRUE(close(o, reference_bshd(q, k, v, nullptr, attrs).first, tolerance_for(DType::f32, 64))) << sinks[0];
+  }
+}
+
 TEST_P(AttentionTest, CustomScaleAndOptionalLse) {
   std::uint64_t seed = 600;
   for (float scale : {0.3f, 0.02f, 1.0f})
@@ -572,9 +632,11 @@ TEST_P(AttentionTest, VariableLengths) {
   for (DType dt : {DType::f32, DType::bf16})
     for (const AttentionAttrs& attrs : {AttentionAttrs{}, AttentionAttrs{.causal = true}, AttentionAttrs{.causal = true, .window = 7},
                                         AttentionAttrs{.causal = true, .alibi_slopes = alibi_slopes(hq)},
-                                        AttentionAttrs{.alibi_slopes = alibi_slopes(hq)}}) {
+                                        AttentionAttrs{.alibi_slopes = alibi_slopes(hq)},
+                                        AttentionAttrs{.causal = true, .sinks = sink_logits(hq)}}) {
       const bool causal = attrs.causal;
-      SCOPED_TRACE(fmt::format("{} causal={} window={} alibi={}", to_string(dt), causal, attrs.window, !attrs.alibi_slopes.empty()));
+      SCOPED_TRACE(fmt::format("{} causal={} window={} alibi={} sinks={}", to_string(dt), causal, attrs.window, !attrs.alibi_slopes.empty(),
+                               !attrs.sinks.empty()));
       const Tensor q = random_tensor(dt, {total_q, hq, d}, seed++, -2.0f, 2.0f);
       const Tensor k = random_tensor(dt, {total_kv, hkv, d}, seed++, -2.0f, 2.0f);
       const Tensor v = random_tensor(dt, {total_kv, hkv, d}, seed++);
@@ -593,15 +655,15 @@ TEST_P(AttentionTest, VariableLengths) {
         const std::int64_t q0 = cu_q[i], lq = cu_q[i + 1] - q0, k0 = cu_kv[i], lkv = cu_kv[i + 1] - k0;
         const Sink os{o_ref.data_as<float>(), q0 * hq * d, {0, hq * d, d, 1}};
         const Sink ls{lse_ref.data_as<float>(), q0, {0, total_q, 1, 0}};  // (0, h, i) -> h * total_q + q0 + i
-        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, scale_of(attrs, d), causal, os, &ls, attrs.window,
-                  attrs.alibi_slopes);
+        reference(rows(q, q0, lq), rows(k, k0, lkv), rows(v, k0, lkv), nullptr, attrs, os, &ls);
       }
       const Tolerance tol = attention_tolerance(dt, dt, d);
       EXPECT_TRUE(close(o, o_ref, tol)) << "o";
       EXPECT_TRUE(close(lse, lse_ref, tol)) << "lse";
-      // The queries of the sequence with no keys: zeros and -inf.
+      // The queries of the sequence with no keys: zeros and -inf (the sink).
       const std::int64_t empty_q0 = cu_q[4];
-      for (std::int64_t h = 0; h < hq; ++h) EXPECT_EQ(lse.data_as<float>()[h * total_q + empty_q0], -kInf);
+      for (std::int64_t h = 0; h < hq; ++h)
+        EXPECT_EQ(lse.data_as<float>()[h * total_q + empty_q0], attrs.sinks.empty() ? -kInf : attrs.sinks[std::size_t(h)]);
     }
 }
 
@@ -996,8 +1058,7 @@ std::pair<Tensor, Tensor> paged_reference(const Tensor& q, const std::vector<con
     const Sink lse_sink = sink(lse, b);
     View4 mv;
     if (mask) mv = view4(value_or_die(value_or_die(full.slice(0, b, b + 1)).slice(3, 0, len)));
-    reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), mask ? &mv : nullptr, scale_of(attrs, d), attrs.causal,
-              sink(o, b), &lse_sink, attrs.window, attrs.alibi_slopes);
+    reference(batch(view4(q), b), rows(s.k, 0, len), rows(s.v, 0, len), mask ? &mv : nullptr, attrs, sink(o, b), &lse_sink);
   }
   return {o, lse};
 }
@@ -1260,8 +1321,8 @@ void PagedAttentionTest::check_long_sequences(const std::vector<AttentionAttrs>&
     const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
     for (const AttentionAttrs& attrs : fixed)
       for (std::int64_t sq : {1, 4, 12}) {
-        SCOPED_TRACE(fmt::format("cache {} causal {} window {} alibi {} Sq={}", to_string(cache_dt), attrs.causal, attrs.window,
-                                 !attrs.alibi_slopes.empty(), sq));
+        SCOPED_TRACE(fmt::format("cache {} causal {} window {} alibi {} sinks {} Sq={}", to_string(cache_dt), attrs.causal, attrs.window,
+                                 !attrs.alibi_slopes.empty(), !attrs.sinks.empty(), sq));
         const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
         const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
         const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 2048, attrs, lse.desc()));
@@ -1293,6 +1354,13 @@ TEST_P(PagedAttentionTest, Alibi) {
   const std::vector<float> slopes = alibi_slopes(8);
   check_long_sequences({{.causal = true, .alibi_slopes = slopes}, {.alibi_slopes = slopes}, {.causal = true, .window = 100, .alibi_slopes = slopes}},
                        {.causal = true, .alibi_slopes = slopes}, 1900);
+}
+
+TEST_P(PagedAttentionTest, Sinks) {
+  // Sinks with causal and cross-attention shapes, a window and ALiBi.
+  const std::vector<float> sinks = sink_logits(8);
+  check_long_sequences({{.causal = true, .sinks = sinks}, {.sinks = sinks}, {.causal = true, .window = 100, .alibi_slopes = alibi_slopes(8), .sinks = sinks}},
+                       {.causal = true, .sinks = sinks}, 1950);
 }
 
 // An engine's own block manager: sequences of these lengths get blocks of
@@ -1575,6 +1643,9 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = alibi_slopes(8)}).ok());
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = alibi_slopes(2)}), "attrs.alibi_slopes"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.alibi_slopes = {1, 1, 1, kNaN, 1, 1, 1, 1}}), "attrs.alibi_slopes"));
+  // Sinks: one finite logit per query head.
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = sink_logits(2)}), "attrs.sinks"));
+  EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = {1, 1, 1, 1, 1, 1, 1, kInf}}), "attrs.sinks"));
   // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
   auto with_mask = [&](TensorDesc m) {
     AttentionOptions options;
@@ -1679,6 +1750,8 @@ TEST(PagedAttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = alibi_slopes(8)}, {}, d(DType::f32, {1})), "mask"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = alibi_slopes(4)}), "attrs.alibi_slopes"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = std::vector<float>(8, kInf)}), "attrs.alibi_slopes"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.sinks = sink_logits(9)}), "attrs.sinks"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.sinks = std::vector<float>(8, kNaN)}), "attrs.sinks"));
 }
 
 TEST(PagedAttentionErrors, RunChecksSequences) {

@@ -13,7 +13,7 @@
 // causal: query i of a sequence with Sq queries and Skv keys sees keys
 // j <= i + Skv - Sq (the queries are the last Sq positions, as with a KV
 // cache). A row that sees no key with a finite logit gives zeros, and its
-// log-sum-exp is -inf.
+// log-sum-exp is -inf (its sink, AttentionAttrs::sinks, with one).
 //
 // Decode (Sq <= 8, long Skv) takes a split-KV kernel: the keys of a sequence
 // are split across cores and the pieces merged by their log-sum-exp, so a
@@ -55,6 +55,13 @@ struct AttentionAttrs {
   // biases take Hq x (keys + queries) floats with the plan (the totals'
   // with variable lengths; paged: max_kv_len plus q's).
   std::vector<float> alibi_slopes;
+  // Attention sinks (gpt-oss; vLLM's and flash-attn's `sinks`): one learned
+  // logit per query head (Hq of them, or none) that joins each row's softmax
+  // denominator with no value of its own, o_i = Σ_j e^(s_ij) v_j / (e^sink +
+  // Σ_j e^(s_ij)) over the scaled, masked logits s; the sink is not scaled.
+  // lse is the log of that whole denominator, so a row that sees no key gives
+  // zeros and lse = sink. With masks, windows, ALiBi and paged caches.
+  std::vector<float> sinks;
 };
 
 // Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,

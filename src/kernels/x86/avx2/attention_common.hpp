@@ -120,13 +120,12 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
   UnitRow u(a, 0);
   dispatch_float(out.o_dtype, [&](auto ot) {
     for (std::int64_t r = 0; r < a.rows; ++r, u.next(a)) {
-      const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
-      const __m256 inv = _mm256_set1_ps(empty ? 0.0f : 1.0f / l[r]);
+      const RowEnd end = row_end(m[r], l[r], out.sinks ? out.sinks + u.head : nullptr);
+      const __m256 inv = _mm256_set1_ps(end.inv);
       char* orow = out_row(a, out, u);
       for (std::int64_t d = 0; d < head_dim; d += 8)
         store8_n(advance(orow, ot, d), ot, _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
-      if (out.lse)
-        out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+      if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = end.lse;
     }
   });
 }

@@ -171,13 +171,13 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
   UnitRow u(a, 0), ahead(a, 4);
   for (std::int64_t r = 0; r < rows; ++r, u.next(a), ahead.next(a)) {
     if (r + 4 < rows) prefetch_lines<_MM_HINT_T0>(out_row(a, out, ahead), row_bytes);
-    const bool empty = l[r] == 0.0f;  // a NaN sum stays NaN, as in the reference
-    const __m512 inv = _mm512_set1_ps(empty ? 0.0f : 1.0f / l[r]);
+    const RowEnd end = row_end(m[r], l[r], out.sinks ? out.sinks + u.head : nullptr);
+    const __m512 inv = _mm512_set1_ps(end.inv);
     char* orow = out_row(a, out, u);
     for_each16(dim, [&](std::int64_t d, __mmask16 mask) {
       store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
     });
-    if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = empty ? kNegInf : m[r] + std::log(l[r]);
+    if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = end.lse;
   }
 }
 
