@@ -830,12 +830,14 @@ struct AttentionShape {
   std::int64_t window = 0;
   bool alibi = false;  // slopes 2^(-8 (h + 1) / Hq), as BLOOM's
   bool sinks = false;  // sink logits -2, -0.5, 1, 2.5, ... (gpt-oss's lie in a few units of 0)
+  float softcap = 0.0f;
   std::string name() const {
-    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
-                       window ? fmt::format(" window={}", window) : "", alibi ? " alibi" : "", sinks ? " sinks" : "");
+    return fmt::format("b={} sq={} skv={} h={}/{} d={}{}{}{}{}{}", b, sq, skv, hq, hkv, d, causal ? " causal" : "",
+                       window ? fmt::format(" window={}", window) : "", alibi ? " alibi" : "", sinks ? " sinks" : "",
+                       softcap > 0.0f ? fmt::format(" softcap={}", softcap) : "");
   }
   ops::AttentionAttrs attrs() const {
-    ops::AttentionAttrs a{.causal = causal, .window = window};
+    ops::AttentionAttrs a{.causal = causal, .window = window, .softcap = softcap};
     for (std::int64_t h = 0; alibi && h < hq; ++h) a.alibi_slopes.push_back(std::exp2(-8.0f * float(h + 1) / float(hq)));
     for (std::int64_t h = 0; sinks && h < hq; ++h) a.sinks.push_back(1.5f * float(h % 4) - 2.0f);
     return a;
@@ -940,6 +942,11 @@ void add_attention(std::vector<Case>& out) {
   const AttentionShape kSinks[] = {{Size::odd, 2, 37, 37, 8, 2, 64, true, 0, false, true},
                                    {Size::typical, 1, 300, 300, 8, 2, 64, true, 128, false, true},
                                    {Size::typical, 1, 1, 4096, 32, 8, 64, true, 0, false, true}};
+  // Soft-capped logits, as Gemma 2 (heads of 256, local layers of a window),
+  // at a cap of 5 that bends these logits (Gemma 2's 50 barely would).
+  const AttentionShape kSoftcap[] = {{Size::odd, 2, 37, 37, 8, 4, 256, true, 0, false, false, 5.0f},
+                                     {Size::typical, 1, 300, 300, 8, 4, 256, true, 128, false, false, 5.0f},
+                                     {Size::typical, 1, 1, 4096, 8, 4, 256, true, 0, false, false, 5.0f}};
   for (DType dt : {DType::f32, DType::bf16}) {
     for (const AttentionShape& s : kPrefill) add_attention_case(out, "attention", dt, s, false);
     for (const AttentionShape& s : kDecode) add_attention_case(out, "attention_decode", dt, s, false);
@@ -947,6 +954,7 @@ void add_attention(std::vector<Case>& out) {
     for (const AttentionShape& s : kWindowed) add_attention_case(out, "attention_window", dt, s, false);
     for (const AttentionShape& s : kAlibi) add_attention_case(out, "attention_alibi", dt, s, false);
     for (const AttentionShape& s : kSinks) add_attention_case(out, "attention_sinks", dt, s, false);
+    for (const AttentionShape& s : kSoftcap) add_attention_case(out, "attention_softcap", dt, s, false);
   }
 
   const PagedShape kPaged[] = {

@@ -52,6 +52,7 @@ struct AttentionArgs {
   const void* q;  // position 0 of the unit, first head of the group
   std::int64_t q_pos_stride, q_head_stride;
   float scale;
+  float softcap;  // > 0: each scaled logit s becomes softcap tanh(s / softcap), before the mask
   DType mask_dtype;
   const void* mask;  // nullptr or additive, at (position 0, first head, key 0)
   std::int64_t mask_pos_stride, mask_head_stride, mask_key_stride;
@@ -109,6 +110,7 @@ struct AttentionProblem {
   bool split_allowed;      // fixed-length or paged keys: a unit may take part of them
   std::int64_t threads;
   bool bf16_math;          // FpMath::bf16: f32 q may be rounded to bf16
+  bool softcap;            // the logits are soft-capped (AttentionArgs::softcap)
 };
 
 struct AttentionTiling {

@@ -247,6 +247,7 @@ Unit query_unit(const AttentionAttrs& attrs, const RelativeBand& band, std::span
   a.q_pos_stride = q.strides[r - 3];
   a.q_head_stride = q.strides[r - 2];
   a.scale = resolve_scale(attrs.scale, a.head_dim);
+  a.softcap = attrs.softcap;
   a.causal = attrs.causal;
   a.causal_offset = kv_len - sq;
   kernels::AttentionOutput& w = u.out;
@@ -278,9 +279,11 @@ Status check_per_head(const std::vector<float>& values, std::string_view name, s
   return {};
 }
 
-// The scale, the window, ALiBi's slopes (neither with a mask) and the sinks, for hq query heads.
+// The scale, the soft cap, the window, ALiBi's slopes (neither with a mask) and the sinks, for hq query heads.
 Status check_attrs(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
   if (!std::isfinite(attrs.scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", attrs.scale));
+  if (!(attrs.softcap >= 0.0f && std::isfinite(attrs.softcap)))
+    return Status::invalid_argument(fmt::format("attrs.softcap: {} is not a finite cap >= 0 (0: none)", attrs.softcap));
   if (attrs.window < 0) return Status::invalid_argument(fmt::format("attrs.window: {} is negative", attrs.window));
   if (attrs.window > 0 && !attrs.causal) return Status::invalid_argument("attrs.window: a sliding window needs attrs.causal");
   if (attrs.window > 0 && mask) return Status::invalid_argument("mask: not supported with attrs.window (fold the window into the mask)");
@@ -292,7 +295,7 @@ Status check_attrs(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
 
 // What the one-shot functions key their plans by, past the tensors.
 void add_attrs(PlanKey& key, const AttentionAttrs& attrs) {
-  key.add(attrs.scale).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
+  key.add(attrs.scale).add(attrs.softcap).add(std::int64_t(attrs.causal)).add(std::int64_t(attrs.fpmath)).add(attrs.window);
   for (const std::vector<float>* values : {&attrs.alibi_slopes, &attrs.sinks}) {
     key.add(std::int64_t(values->size()));
     for (float v : *values) key.add(v);
@@ -450,8 +453,9 @@ Status check_groups(std::int64_t hq, std::int64_t hkv, std::string_view kv_name)
 
 kernels::AttentionProblem make_problem(Context& ctx, DType q, DType kv, DType o, std::int64_t dim,
                                        std::int64_t positions, std::int64_t group, std::int64_t units,
-                                       std::int64_t kv_len, bool split_allowed, FpMath fpmath) {
-  return {q, kv, o, dim, positions, group, units, kv_len, split_allowed, ctx.pool().threads(), fpmath == FpMath::bf16};
+                                       std::int64_t kv_len, bool split_allowed, const AttentionAttrs& attrs) {
+  return {q, kv, o, dim, positions, group, units, kv_len, split_allowed, ctx.pool().threads(), attrs.fpmath == FpMath::bf16,
+          attrs.softcap > 0.0f};
 }
 
 // Workspace for the partial sums of split units: every unit at its most pieces.
@@ -508,7 +512,7 @@ Result<PlanPtr> Attention::plan(Context& ctx, const TensorDesc& q, const TensorD
 
   const std::int64_t group = hq / hkv;
   const auto problem = make_problem(ctx, q.dtype, k.dtype, o.dtype, dim, varlen ? std::max<std::int64_t>(1, sq / std::max<std::int64_t>(1, batch)) : sq,
-                                    group, batch * hkv, skv, !varlen, attrs.fpmath);
+                                    group, batch * hkv, skv, !varlen, attrs);
   const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
   const auto tiling = row->tiling(problem, ctx.hw());
   const std::int64_t workspace = varlen ? 0 : split_workspace(tiling, batch * hkv, skv, sq * group, dim);
@@ -743,7 +747,7 @@ Result<PlanPtr> plan_paged(Context& ctx, std::shared_ptr<const KvCache> cache, c
   std::vector<RowChoice> kernels;
   std::int64_t workspace = 0;
   const auto choose = [&](std::int64_t positions) {
-    const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, positions, group, batch * c.kv_heads, max_kv_len, true, attrs.fpmath);
+    const auto problem = make_problem(ctx, q.dtype, c.dtype, o.dtype, dim, positions, group, batch * c.kv_heads, max_kv_len, true, attrs);
     const Row* row = kernels::select<kernels::AttentionFamily>(problem, ctx.isa());
     kernels.push_back({row, row->tiling(problem, ctx.hw())});
     workspace = std::max(workspace, split_workspace(kernels.back().tiling, batch * c.kv_heads, max_kv_len, positions * group, dim));

@@ -110,7 +110,7 @@ double scale_of(const AttentionAttrs& attrs, std::int64_t head_dim) {
 
 // q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], mask (if any) [B, Hq, Sq, Skv]
 // (broadcast strides allowed); writes o [B, Sq, Hq, D] and lse [B, Hq, Sq].
-// From attrs: the scale, causal; the window (with causal: query i sees keys j
+// From attrs: the scale, softcap (each scaled logit s to c tanh(s / c)), causal; the window (with causal: query i sees keys j
 // in (i + Skv - Sq - window, i + Skv - Sq]); ALiBi (Hq slopes, or none:
 // -slope * |i + Skv - Sq - j| added to each logit); sinks (Hq logits, or
 // none: e^sink joins each row's denominator, and lse is its log).
@@ -138,6 +138,7 @@ void reference(const View4& q, const View4& k, const View4& v, const View4* mask
           double s = 0;
           for (std::int64_t e = 0; e < d; ++e) s += qq[e] * kk[j * d + e];
           s *= scale;
+          if (attrs.softcap > 0.0f) s = double(attrs.softcap) * std::tanh(s / double(attrs.softcap));
           if (mask) s += mask->at(b, h, i, j);
           if (!attrs.alibi_slopes.empty()) s -= double(attrs.alibi_slopes[std::size_t(h)]) * double(std::abs(i + skv - sq - j));
           logit[j] = s;
@@ -268,12 +269,13 @@ struct Case {
   std::uint64_t seed = 1;
   bool alibi = false;  // ALiBi with alibi_slopes(hq)
   bool sinks = false;  // sinks sink_logits(hq)
+  float softcap = 0.0f;
 
   std::string name() const {
     return fmt::format("B={} Sq={} Skv={} Hq={} Hkv={} D={} in={} kv={} out={} causal={} window={} scale={} mask={} bhsd={} "
-                       "padded_kv={} lse={} seed={} alibi={} sinks={}",
+                       "padded_kv={} lse={} seed={} alibi={} sinks={} softcap={}",
                        b, sq, skv, hq, hkv, d, to_string(in), to_string(kv.value_or(in)), to_string(out), causal, window, scale,
-                       int(mask), bhsd, padded_kv, lse, seed, alibi, sinks);
+                       int(mask), bhsd, padded_kv, lse, seed, alibi, sinks, softcap);
   }
 };
 
@@ -360,7 +362,7 @@ class AttentionTest : public IsaTest {
       case MaskKind::padding: mask = padding_mask(c.b, c.skv); break;
       case MaskKind::rows_cols_bf16: mask = random_tensor(DType::bf16, {c.sq, c.skv}, c.seed + 3, -2.0f, 2.0f); break;
     }
-    AttentionAttrs attrs{.scale = c.scale, .causal = c.causal, .window = c.window};
+    AttentionAttrs attrs{.scale = c.scale, .causal = c.causal, .window = c.window, .softcap = c.softcap};
     if (c.alibi) attrs.alibi_slopes = alibi_slopes(c.hq);
     if (c.sinks) attrs.sinks = sink_logits(c.hq);
     run_and_compare(q, k, v, mask.defined() ? &mask : nullptr, o, c.lse ? &lse : nullptr, attrs, c.name());
@@ -607,6 +609,40 @@ TEST_P(AttentionTest, Sinks) {
   }
 }
 
+TEST_P(AttentionTest, Softcap) {
+  // Gemma 2's logit soft-capping, at caps of 1.5 and 4 against logits of up
+  // to ~8 (q and k in [-2, 2]), so that tanh bends them: causal prefill (the
+  // kernels' key blocks, ragged ends), cross-attention, a window, an
+  // additive mask with -inf entries (added after the cap), ALiBi and sinks,
+  // decode with the keys split across cores, a custom scale, GQA 4 and 1,
+  // f32 and bf16, with and without lse.
+  std::uint64_t seed = 500;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (float cap : {1.5f, 4.0f}) {
+      check({.b = 2, .sq = 150, .skv = 150, .hq = 8, .hkv = 2, .d = 64, .in = dt, .out = dt, .causal = true, .seed = seed++, .softcap = cap});
+      check({.b = 2, .sq = 33, .skv = 77, .hq = 4, .hkv = 4, .d = 40, .in = dt, .out = dt, .seed = seed++, .softcap = cap});
+      check({.b = 1, .sq = 100, .skv = 100, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .window = 30, .scale = 0.3f,
+             .seed = seed++, .softcap = cap});
+      check({.b = 2, .sq = 19, .skv = 45, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .mask = MaskKind::full, .seed = seed++,
+             .softcap = cap});
+      check({.b = 1, .sq = 37, .skv = 200, .hq = 4, .hkv = 1, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .alibi = true,
+             .sinks = true, .softcap = cap});
+      for (std::int64_t sq : {1, 4})
+        check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .lse = sq == 1,
+               .seed = seed++, .softcap = cap});
+    }
+  // The cap changes the result; the one-shot's plans are keyed by it.
+  const Tensor q = bshd(DType::f32, 1, 16, 2, 64, false, 520, -2.0f, 2.0f), k = bshd(DType::f32, 1, 16, 2, 64, false, 521, -2.0f, 2.0f);
+  const Tensor v = bshd(DType::f32, 1, 16, 2, 64, false, 522), o = zeros(DType::f32, {1, 16, 2, 64});
+  const Tensor plain = reference_bshd(q, k, v, nullptr, {.causal = true}).first;
+  for (float cap : {1.0f, 3.0f}) {
+    const AttentionAttrs attrs{.causal = true, .softcap = cap};
+    ASSERT_TRUE(ops::attention(stream_, q, k, v, o, attrs).ok());
+    EXPECT_TRUE(close(o, reference_bshd(q, k, v, nullptr, attrs).first, tolerance_for(DType::f32, 64))) << cap;
+    EXPECT_FALSE(close(o, plain, tolerance_for(DType::f32, 64))) << cap;
+  }
+}
+
 TEST_P(AttentionTest, CustomScaleAndOptionalLse) {
   std::uint64_t seed = 600;
   for (float scale : {0.3f, 0.02f, 1.0f})
@@ -633,10 +669,10 @@ TEST_P(AttentionTest, VariableLengths) {
     for (const AttentionAttrs& attrs : {AttentionAttrs{}, AttentionAttrs{.causal = true}, AttentionAttrs{.causal = true, .window = 7},
                                         AttentionAttrs{.causal = true, .alibi_slopes = alibi_slopes(hq)},
                                         AttentionAttrs{.alibi_slopes = alibi_slopes(hq)},
-                                        AttentionAttrs{.causal = true, .sinks = sink_logits(hq)}}) {
+                                        AttentionAttrs{.causal = true, .sinks = sink_logits(hq), .softcap = 2.0f}}) {
       const bool causal = attrs.causal;
-      SCOPED_TRACE(fmt::format("{} causal={} window={} alibi={} sinks={}", to_string(dt), causal, attrs.window, !attrs.alibi_slopes.empty(),
-                               !attrs.sinks.empty()));
+      SCOPED_TRACE(fmt::format("{} causal={} window={} alibi={} sinks={} softcap={}", to_string(dt), causal, attrs.window,
+                               !attrs.alibi_slopes.empty(), !attrs.sinks.empty(), attrs.softcap));
       const Tensor q = random_tensor(dt, {total_q, hq, d}, seed++, -2.0f, 2.0f);
       const Tensor k = random_tensor(dt, {total_kv, hkv, d}, seed++, -2.0f, 2.0f);
       const Tensor v = random_tensor(dt, {total_kv, hkv, d}, seed++);
@@ -1321,8 +1357,8 @@ void PagedAttentionTest::check_long_sequences(const std::vector<AttentionAttrs>&
     const Tolerance tol = cache_dt == DType::i8 ? tolerance_for_int8_kv_cache() : attention_tolerance(cache_dt, DType::f32, d);
     for (const AttentionAttrs& attrs : fixed)
       for (std::int64_t sq : {1, 4, 12}) {
-        SCOPED_TRACE(fmt::format("cache {} causal {} window {} alibi {} sinks {} Sq={}", to_string(cache_dt), attrs.causal, attrs.window,
-                                 !attrs.alibi_slopes.empty(), !attrs.sinks.empty(), sq));
+        SCOPED_TRACE(fmt::format("cache {} causal {} window {} alibi {} sinks {} softcap {} Sq={}", to_string(cache_dt), attrs.causal,
+                                 attrs.window, !attrs.alibi_slopes.empty(), !attrs.sinks.empty(), attrs.softcap, sq));
         const Tensor q = random_tensor(DType::f32, {3, sq, hq, d}, seed + sq, -2.0f, 2.0f);
         const Tensor o = nan_tensor(DType::f32, {3, sq, hq, d}), lse = nan_tensor(DType::f32, {3, hq, sq});
         const ops::PlanPtr plan = value_or_die(ops::PagedAttention::plan(ctx_, cache, q.desc(), ids.desc(), o.desc(), 2048, attrs, lse.desc()));
@@ -1361,6 +1397,12 @@ TEST_P(PagedAttentionTest, Sinks) {
   const std::vector<float> sinks = sink_logits(8);
   check_long_sequences({{.causal = true, .sinks = sinks}, {.sinks = sinks}, {.causal = true, .window = 100, .alibi_slopes = alibi_slopes(8), .sinks = sinks}},
                        {.causal = true, .sinks = sinks}, 1950);
+}
+
+TEST_P(PagedAttentionTest, Softcap) {
+  // Gemma 2's soft-capped logits (a cap of 2 against logits of up to ~8), causal and not, with a window (its local layers).
+  check_long_sequences({{.causal = true, .softcap = 2.0f}, {.softcap = 2.0f}, {.causal = true, .window = 100, .softcap = 2.0f}},
+                       {.causal = true, .softcap = 2.0f}, 2000);
 }
 
 // An engine's own block manager: sequences of these lengths get blocks of
@@ -1646,6 +1688,8 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
   // Sinks: one finite logit per query head.
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = sink_logits(2)}), "attrs.sinks"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = {1, 1, 1, 1, 1, 1, 1, kInf}}), "attrs.sinks"));
+  // softcap: finite, >= 0.
+  for (float cap : {-1.0f, kInf, kNaN}) EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.softcap = cap}), "attrs.softcap")) << cap;
   // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
   auto with_mask = [&](TensorDesc m) {
     AttentionOptions options;
@@ -1752,6 +1796,7 @@ TEST(PagedAttentionErrors, PlanNamesTheArgument) {
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.alibi_slopes = std::vector<float>(8, kInf)}), "attrs.alibi_slopes"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.sinks = sink_logits(9)}), "attrs.sinks"));
   EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.sinks = std::vector<float>(8, kNaN)}), "attrs.sinks"));
+  EXPECT_TRUE(fails_naming(PagedAttention::plan(ctx, cache, q, ids, o, 256, {.softcap = -2.0f}), "attrs.softcap"));
 }
 
 TEST(PagedAttentionErrors, RunChecksSequences) {

@@ -62,6 +62,11 @@ struct AttentionAttrs {
   // lse is the log of that whole denominator, so a row that sees no key gives
   // zeros and lse = sink. With masks, windows, ALiBi and paged caches.
   std::vector<float> sinks;
+  // Logit soft-capping (Gemma 2, Grok; flash-attn's and vLLM's softcap): each
+  // scaled logit s becomes softcap * tanh(s / softcap), before the mask and
+  // ALiBi are added. 0: none. The AVX-512, AVX512-BF16 and AMX kernel rows
+  // have no capping step yet: capped attention takes the AVX2 rows there.
+  float softcap = 0.0f;
 };
 
 // Optional operands. run() takes inputs {q, k, v, [mask], [cu_seqlens_q,

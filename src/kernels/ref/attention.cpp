@@ -32,6 +32,7 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
       float dot = 0.0f;
       for (std::int64_t d = 0; d < dim; ++d) dot += q[d] * load(kv.k, kv.dtype, off + d) * k_scale;
       float x = a.scale * dot;
+      if (a.softcap > 0.0f) x = a.softcap * std::tanh(x / a.softcap);
       if (a.mask)
         x += load(a.mask, a.mask_dtype, pos * a.mask_pos_stride + head * a.mask_head_stride + t * a.mask_key_stride);
       logits[std::size_t(t - t0)] = x;

@@ -29,7 +29,9 @@ static inline __m256 q_scale(const AttentionArgs& a) { return _mm256_set1_ps(a.s
 // The online softmax's step after a block for up to 8 rows (count) of
 // scores s, `width` apart, `vectors` of them in the block. The scores are in
 // log2 units (q carries log2 e, q_scale; the additive mask is scaled here),
-// so that p = 2^(s - m) skips exp's reduction by ln 2. valid[i]: the keys of
+// so that p = 2^(s - m) skips exp's reduction by ln 2; soft-capping (a.softcap)
+// keeps them so: log2 e c tanh(s / c) of a logit s is C tanh(s2 / C) of s2 = s
+// log2 e, C = c log2 e. valid[i]: the keys of
 // the block row i sees (past them hidden); masks[i]: its additive mask at
 // the block's first key, or nullptr. On return s holds p, 0 where hidden
 // (a row that sees nothing finite yet stays empty); m the new maxima; alpha
@@ -49,6 +51,11 @@ static inline void softmax_rows8(const AttentionArgs& a, float* s, std::int64_t 
     if (i < count) {
       float* sr = s + i * width;
       const std::int64_t n = valid[i], whole = n / 8, tail = n % 8;
+      if (a.softcap > 0.0f) {  // the last vector's lanes past n too: masked below
+        const __m256 cap = _mm256_set1_ps(a.softcap * kLog2e), inv_cap = _mm256_set1_ps(1.0f / (a.softcap * kLog2e));
+        for (std::int64_t j = 0; 8 * j < n; ++j)
+          _mm256_store_ps(sr + 8 * j, _mm256_mul_ps(cap, tanh8(_mm256_mul_ps(inv_cap, _mm256_load_ps(sr + 8 * j)))));
+      }
       if (masks[i]) {  // s + mask log2 e into s
         for (std::int64_t j = 0; 8 * j < n; ++j) {
           const std::int64_t keys = std::min<std::int64_t>(8, n - 8 * j);
