@@ -34,6 +34,7 @@
 #include "tessera/ops/resize.hpp"
 #include "tessera/ops/rope.hpp"
 #include "tessera/ops/softmax.hpp"
+#include "tessera/ops/topk.hpp"
 #include "tessera/runtime/context.hpp"
 #include "tessera/runtime/stream.hpp"
 #if TESSERA_HAVE_ONEDNN
@@ -321,6 +322,22 @@ Result<Case> make_reduce(const Env& env, ops::ReduceOp op, std::vector<int> axes
   return c;
 }
 
+// Top-k along rows of `cols`: sampling's top 50 of Llama 3's 128256-token
+// vocabulary (rows of it holding env.elements, at least one), or MoE
+// routing's top 8 of 64 experts per token. No peer: oneDNN has no top-k.
+Result<Case> make_top_k(const Env& env, std::int64_t cols, std::int64_t k) {
+  const Shape shape = cols == 64 ? rows_shape(env, cols) : Shape{std::max<std::int64_t>(1, env.elements / cols), cols};
+  TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, shape, 1));
+  TESSERA_ASSIGN_OR_RETURN(Tensor values, Tensor::empty(env.dtype, {x.dim(0), k}));
+  TESSERA_ASSIGN_OR_RETURN(Tensor indices, Tensor::empty(DType::i64, {x.dim(0), k}));
+  Case c{.name = cols == 64 ? "top_k_experts" : "top_k_vocab", .bytes = bytes_of({x, values, indices})};
+  Stream& s = env.stream;
+  const ops::TopKAttrs attrs{.k = k};
+  c.impls.push_back({"tessera", [&s, x, values, indices, attrs] { return ops::top_k(s, x, values, indices, attrs); },
+                     kernel_of(ops::TopK::plan(env.ctx, x.desc(), values.desc(), indices.desc(), attrs))});
+  return c;
+}
+
 // A [T, H] matrix into its transpose [H, T].
 Result<Case> make_transpose(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
@@ -477,6 +494,8 @@ std::vector<CaseMaker> case_makers() {
       {"reduce_sum_all", [](const Env& e) { return make_reduce(e, ops::ReduceOp::sum, {0, 1}); }},
       {"reduce_l2_last", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {-1}); }},
       {"reduce_l2_first", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {0}); }},
+      {"top_k_vocab", [](const Env& e) { return make_top_k(e, 128256, 50); }},
+      {"top_k_experts", [](const Env& e) { return make_top_k(e, 64, 8); }},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},
       {"concat_last", make_concat},

@@ -354,6 +354,30 @@ void add_reduce(std::vector<Case>& out) {
 
 // ------------------------------------------------------------------ layout
 
+// Top-k: the values and indices must match the scalar row's exactly.
+void add_top_k(std::vector<Case>& out) {
+  struct TopKShape {
+    Size size;
+    Shape shape;
+    std::int64_t k;
+  };
+  // A single element; odd rows; MoE routing (8 of 64 experts); sampling (50 of Llama 3's vocabulary).
+  const TopKShape kShapes[] = {{Size::min, {1, 1}, 1}, {Size::odd, {17, 255}, 5}, {Size::typical, {4096, 64}, 8}, {Size::large, {16, 128256}, 50}};
+  const Tolerance exact{.atol = 0, .rtol = 0, .min_cosine = 1};
+  for (bool largest : {true, false})
+    for (DType dt : kFloatTypes)
+      for (const TopKShape& s : kShapes)
+        out.push_back({largest ? "top_k_largest" : "top_k_smallest", str(dt), fmt::format("{} k={}", s.shape.to_string(), s.k), s.size,
+                       [=]() -> Result<Problem> {
+                         TESSERA_ASSIGN_OR_RETURN(Tensor x, random_tensor(dt, s.shape, 21, -4.0f, 4.0f));
+                         const TensorDesc values = desc(dt, {s.shape[0], s.k}), indices = desc(DType::i64, {s.shape[0], s.k});
+                         const ops::TopKAttrs attrs{.k = s.k, .largest = largest};
+                         return Problem{[=, xd = x.desc()](Context& ctx) { return ops::TopK::plan(ctx, xd, values, indices, attrs); },
+                                        {x},
+                                        {{"values", values, exact}, {"indices", indices, exact}}};
+                       }});
+}
+
 void add_reorders(std::vector<Case>& out) {
   // Same dtype, and converting on the way.
   const std::pair<DType, DType> kPairs[] = {{DType::f32, DType::f32},  {DType::bf16, DType::bf16},
@@ -979,6 +1003,7 @@ std::vector<Case> all_cases() {
   add_group_norms(cases);
   add_softmax(cases);
   add_reduce(cases);
+  add_top_k(cases);
   add_reorders(cases);
   add_concat_split(cases);
   add_pad_gather_embedding(cases);

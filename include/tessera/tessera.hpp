@@ -22,6 +22,7 @@
 #include "tessera/ops/norm.hpp"
 #include "tessera/ops/rope.hpp"
 #include "tessera/ops/softmax.hpp"
+#include "tessera/ops/topk.hpp"
 #include "tessera/runtime/calibration.hpp"
 #include "tessera/runtime/context.hpp"
 #include "tessera/runtime/log.hpp"

@@ -110,10 +110,20 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
 }
 
 Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs) {
-  static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y"};
+  static constexpr std::string_view kOut[] = {"y"};
+  return check_x_to_outputs(op, in, out, descs, kOut);
+}
+
+Status check_x_to_outputs(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs,
+                          std::span<const std::string_view> out_names) {
+  static constexpr std::string_view kIn[] = {"x"};
   TESSERA_RETURN_IF_ERROR(check_tensors(op, in, std::span(descs, 1), kIn));
-  TESSERA_RETURN_IF_ERROR(check_tensors(op, out, std::span(descs + 1, 1), kOut));
-  return check_overlap(out[0], "y", in[0], "x", false);
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, out, std::span(descs + 1, out_names.size()), out_names));
+  for (std::size_t o = 0; o < out.size(); ++o) {
+    TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_names[o], in[0], "x", false));
+    for (std::size_t p = 0; p < o; ++p) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_names[o], out[p], out_names[p], false));
+  }
+  return {};
 }
 
 }  // namespace tessera::ops::detail

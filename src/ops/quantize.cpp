@@ -243,11 +243,8 @@ class QuantizeRowsPlan final : public Plan {
   std::string_view op() const override { return "quantize_rows"; }
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
-    static constexpr std::string_view kIn[] = {"x"}, kOut[] = {"y", "scales"};
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), in, std::span(descs_, 1), kIn));
-    TESSERA_RETURN_IF_ERROR(check_tensors(op(), out, std::span(descs_ + 1, 2), kOut));
-    for (std::size_t o = 0; o < 2; ++o) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], kOut[o], in[0], "x", false));
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[1], "scales", out[0], "y", false));
+    static constexpr std::string_view kOut[] = {"y", "scales"};
+    TESSERA_RETURN_IF_ERROR(check_x_to_outputs(op(), in, out, descs_, kOut));
     return stream.submit(op(), [&] {
       const TensorDesc &x = descs_[0], &y = descs_[1];
       const std::int64_t k = x.shape[x.rank() - 1], x_cs = x.strides[x.rank() - 1], y_cs = y.strides[y.rank() - 1];
