@@ -28,6 +28,7 @@
 #include "tessera/ops/embedding.hpp"
 #include "tessera/ops/group_norm.hpp"
 #include "tessera/ops/layout.hpp"
+#include "tessera/ops/moe.hpp"
 #include "tessera/ops/norm.hpp"
 #include "tessera/ops/quantize.hpp"
 #include "tessera/ops/reduce.hpp"
@@ -338,6 +339,23 @@ Result<Case> make_top_k(const Env& env, std::int64_t cols, std::int64_t k) {
   return c;
 }
 
+// MoE combine: each of env.elements / kHidden tokens sums its top 2
+// experts' rows of the hidden size, weighted. No peer: oneDNN has none.
+Result<Case> make_moe_combine(const Env& env) {
+  const Shape out_shape = rows_shape(env);
+  const std::int64_t tokens = out_shape[0], k = 2;
+  TESSERA_ASSIGN_OR_RETURN(Tensor y, filled(env.dtype, {tokens * k, out_shape[1]}, 1));
+  TESSERA_ASSIGN_OR_RETURN(Tensor weights, filled(DType::f32, {tokens, k}, 2));
+  TESSERA_ASSIGN_OR_RETURN(Tensor positions, Tensor::empty(DType::i64, {tokens, k}));
+  for (std::int64_t i = 0; i < tokens * k; ++i) positions.data_as<std::int64_t>()[i] = (i % k) * tokens + i / k;  // expert-major rows
+  TESSERA_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(env.dtype, out_shape));
+  Case c{.name = "moe_combine", .bytes = bytes_of({y, weights, positions, out})};
+  Stream& s = env.stream;
+  c.impls.push_back({"tessera", [&s, y, weights, positions, out] { return ops::moe_combine(s, y, weights, positions, out); },
+                     kernel_of(ops::MoeCombine::plan(env.ctx, y.desc(), weights.desc(), positions.desc(), out.desc()))});
+  return c;
+}
+
 // A [T, H] matrix into its transpose [H, T].
 Result<Case> make_transpose(const Env& env) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, rows_shape(env), 1));
@@ -496,6 +514,7 @@ std::vector<CaseMaker> case_makers() {
       {"reduce_l2_first", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {0}); }},
       {"top_k_vocab", [](const Env& e) { return make_top_k(e, 128256, 50); }},
       {"top_k_experts", [](const Env& e) { return make_top_k(e, 64, 8); }},
+      {"moe_combine", make_moe_combine},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},
       {"concat_last", make_concat},

@@ -378,6 +378,30 @@ void add_top_k(std::vector<Case>& out) {
                        }});
 }
 
+// MoE combine: the weighted sum of each token's k rows of y.
+void add_moe_combine(std::vector<Case>& out) {
+  struct MoeShape {
+    Size size;
+    std::int64_t tokens, k, hidden;
+  };
+  const MoeShape kShapes[] = {{Size::min, 1, 1, 1}, {Size::odd, 13, 3, 100}, {Size::typical, 512, 2, 4096}, {Size::large, 2048, 8, 2048}};
+  for (DType dt : kFloatTypes)
+    for (const MoeShape& s : kShapes)
+      out.push_back({"moe_combine", str(dt), fmt::format("T={} k={} H={}", s.tokens, s.k, s.hidden), s.size, [=]() -> Result<Problem> {
+                       const std::int64_t rows = s.tokens * s.k;
+                       TESSERA_ASSIGN_OR_RETURN(Tensor y, random_tensor(dt, {rows, s.hidden}, 22));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor w, random_tensor(DType::f32, {s.tokens, s.k}, 23, 0.0f, 1.0f));
+                       TESSERA_ASSIGN_OR_RETURN(Tensor positions, Tensor::empty(DType::i64, {s.tokens, s.k}));
+                       for (std::int64_t i = 0; i < rows; ++i) positions.data_as<std::int64_t>()[i] = (i * 7919) % rows;  // a permutation
+                       const TensorDesc o = desc(dt, {s.tokens, s.hidden});
+                       return Problem{[=, yd = y.desc(), wd = w.desc(), pd = positions.desc()](Context& ctx) {
+                                        return ops::MoeCombine::plan(ctx, yd, wd, pd, o);
+                                      },
+                                      {y, w, positions},
+                                      {{"out", o, tolerance_for(dt, s.k)}}};
+                     }});
+}
+
 void add_reorders(std::vector<Case>& out) {
   // Same dtype, and converting on the way.
   const std::pair<DType, DType> kPairs[] = {{DType::f32, DType::f32},  {DType::bf16, DType::bf16},
@@ -1004,6 +1028,7 @@ std::vector<Case> all_cases() {
   add_softmax(cases);
   add_reduce(cases);
   add_top_k(cases);
+  add_moe_combine(cases);
   add_reorders(cases);
   add_concat_split(cases);
   add_pad_gather_embedding(cases);

@@ -15,6 +15,7 @@
 #include "tessera/ops/kv_cache.hpp"
 #include "tessera/ops/layout.hpp"
 #include "tessera/ops/matmul.hpp"
+#include "tessera/ops/moe.hpp"
 #include "tessera/ops/plan.hpp"
 #include "tessera/ops/quantize.hpp"
 #include "tessera/ops/reduce.hpp"

@@ -12,6 +12,12 @@ Status check_float(const TensorDesc& d, std::string_view name) {
   return {};
 }
 
+Status check_index_dtype(const TensorDesc& d, std::string_view name) {
+  if (d.dtype != DType::i32 && d.dtype != DType::i64)
+    return Status::invalid_argument(fmt::format("{}: dtype {} is not supported, expected i32 or i64", name, to_string(d.dtype)));
+  return {};
+}
+
 Status check_rank(const TensorDesc& d, std::string_view name, int min_rank, int max_rank) {
   if (d.rank() < min_rank || d.rank() > max_rank) {
     if (min_rank == max_rank)

@@ -65,8 +65,7 @@ Result<PlanPtr> Embedding::plan(Context& ctx, const TensorDesc& table, const Ten
   TESSERA_RETURN_IF_ERROR(out.validate("out"));
   TESSERA_RETURN_IF_ERROR(check_float(table, "table"));
   TESSERA_RETURN_IF_ERROR(check_rank(table, "table", 2, 2));
-  if (ids.dtype != DType::i32 && ids.dtype != DType::i64)
-    return Status::invalid_argument(fmt::format("ids: dtype {} is not supported, expected i32 or i64", to_string(ids.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_index_dtype(ids, "ids"));
   if (ids.rank() >= kMaxRank) return Status::invalid_argument(fmt::format("ids: rank must be below {}", kMaxRank));
   if (out.dtype != table.dtype)
     return Status::invalid_argument(fmt::format("out: dtype {} must equal table's dtype {}", to_string(out.dtype), to_string(table.dtype)));

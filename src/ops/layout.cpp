@@ -513,8 +513,7 @@ Result<PlanPtr> Gather::plan(Context& ctx, const TensorDesc& x, const TensorDesc
   TESSERA_RETURN_IF_ERROR(indices.validate("indices"));
   TESSERA_RETURN_IF_ERROR(y.validate("y"));
   if (x.dtype == DType::i4) return Status::unsupported("x: dtype i4 is not supported by gather");
-  if (indices.dtype != DType::i32 && indices.dtype != DType::i64)
-    return Status::invalid_argument(fmt::format("indices: dtype {} is not supported, expected i32 or i64", to_string(indices.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_index_dtype(indices, "indices"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
   TESSERA_ASSIGN_OR_RETURN(const int a, normalize_axis(axis, x.rank()));
   if (x.rank() - 1 + indices.rank() > kMaxRank)

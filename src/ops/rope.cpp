@@ -80,8 +80,7 @@ Result<PlanPtr> Rope::plan(Context& ctx, const TensorDesc& x, const TensorDesc& 
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 4, 4));
   TESSERA_RETURN_IF_ERROR(check_same_shape(y, "y", x.shape, "x's shape"));
   TESSERA_RETURN_IF_ERROR(check_writable(y, "y"));
-  if (pos.dtype != DType::i32 && pos.dtype != DType::i64)
-    return Status::invalid_argument(fmt::format("position_ids: dtype {} is not supported, expected i32 or i64", to_string(pos.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_index_dtype(pos, "position_ids"));
   const std::int64_t B = x.shape[0], S = x.shape[1], D = x.shape[3];
   Strides pos_strides;
   if (pos.rank() == 2 && pos.shape[0] == B && pos.shape[1] == S) {

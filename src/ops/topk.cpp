@@ -69,8 +69,7 @@ Result<PlanPtr> TopK::plan(Context& ctx, const TensorDesc& x, const TensorDesc& 
     return Status::invalid_argument(fmt::format("k: {} is not in [0, {}] (x's dim {} of shape {})", attrs.k, length, axis, x.shape.to_string()));
   if (values.dtype != x.dtype)
     return Status::invalid_argument(fmt::format("values: dtype {} differs from x's {}", to_string(values.dtype), to_string(x.dtype)));
-  if (indices.dtype != DType::i64 && indices.dtype != DType::i32)
-    return Status::invalid_argument(fmt::format("indices: dtype {} is not i64 or i32", to_string(indices.dtype)));
+  TESSERA_RETURN_IF_ERROR(check_index_dtype(indices, "indices"));
   if (indices.dtype == DType::i32 && length > std::numeric_limits<std::int32_t>::max())
     return Status::invalid_argument(fmt::format("indices: i32 cannot hold the indices of x's dim {} of {} elements (take i64)", axis, length));
   Shape expected = x.shape;
