@@ -88,8 +88,11 @@ struct AttentionOutput {
 // l of exp(logit - m): o = sums * inv, and lse. With a sink logit (or
 // nullptr) the denominator is l + exp(sink - m), taken relative to the
 // larger of m and the sink so that neither overflows. A row that sees no
-// key (l = 0): zeros, lse -inf (the sink, with one). A NaN sum stays NaN,
-// as in the reference. Static, as kv_token_offset.
+// key (l = 0): inv 0 and lse -inf (the sink, with one). A NaN sum stays
+// NaN, as in the reference. Where inv is 0 (no key, or a sink that outweighs
+// the keys past f32's range) the callers write zeros rather than sums * 0:
+// the SIMD rows' sums of a row that sees nothing hold 0 · V, NaN where V is
+// infinite. Static, as kv_token_offset.
 struct RowEnd {
   float inv, lse;
 };

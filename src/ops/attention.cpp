@@ -180,7 +180,8 @@ void merge(const Task* pieces, const Merge& m) {
     const std::int64_t pos = r / m.group, head = r % m.group;
     const kernels::RowEnd end = kernels::row_end(mx, l, m.out.sinks ? m.out.sinks + head : nullptr);
     const std::int64_t o_off = pos * m.out.o_pos_stride + head * m.out.o_head_stride;
-    for (std::int64_t d = 0; d < m.dim; ++d) tessera::detail::store(m.out.o, m.out.o_dtype, o_off + d, sums[std::size_t(d)] * end.inv);
+    for (std::int64_t d = 0; d < m.dim; ++d)
+      tessera::detail::store(m.out.o, m.out.o_dtype, o_off + d, end.inv == 0.0f ? 0.0f : sums[std::size_t(d)] * end.inv);
     if (m.out.lse) m.out.lse[pos * m.out.lse_pos_stride + head * m.out.lse_head_stride] = end.lse;
   }
 }
@@ -282,8 +283,9 @@ Status check_per_head(const std::vector<float>& values, std::string_view name, s
 // The scale, the soft cap, the window, ALiBi's slopes (neither with a mask) and the sinks, for hq query heads.
 Status check_attrs(const AttentionAttrs& attrs, std::int64_t hq, bool mask) {
   if (!std::isfinite(attrs.scale)) return Status::invalid_argument(fmt::format("scale: {} is not finite", attrs.scale));
-  if (!(attrs.softcap >= 0.0f && std::isfinite(attrs.softcap)))
-    return Status::invalid_argument(fmt::format("attrs.softcap: {} is not a finite cap >= 0 (0: none)", attrs.softcap));
+  // A cap and its reciprocal, in log2 units, must stay finite (the kernels' c tanh(s / c)).
+  if (attrs.softcap != 0.0f && !(attrs.softcap >= 1e-30f && attrs.softcap <= 1e30f))
+    return Status::invalid_argument(fmt::format("attrs.softcap: {} is outside [1e-30, 1e30] (0: none)", attrs.softcap));
   if (attrs.window < 0) return Status::invalid_argument(fmt::format("attrs.window: {} is negative", attrs.window));
   if (attrs.window > 0 && !attrs.causal) return Status::invalid_argument("attrs.window: a sliding window needs attrs.causal");
   if (attrs.window > 0 && mask) return Status::invalid_argument("mask: not supported with attrs.window (fold the window into the mask)");

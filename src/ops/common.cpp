@@ -111,22 +111,21 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
   const std::int64_t ob = out.desc().span_bytes(), ib = in.desc().span_bytes();
   if (o == nullptr || i == nullptr || ob == 0 || ib == 0 || o + ob <= i || i + ib <= o) return {};
   if (allow_same_view && o == i && out.shape() == in.shape() && out.strides() == in.strides()) return {};
-  return Status::invalid_argument(fmt::format("{}: overlaps input {} in memory{}", out_name, in_name,
+  return Status::invalid_argument(fmt::format("{}: overlaps {} in memory{}", out_name, in_name,
                                               allow_same_view ? " (only an identical view, i.e. in-place, is allowed)" : ""));
 }
 
 Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs) {
   static constexpr std::string_view kOut[] = {"y"};
-  return check_x_to_outputs(op, in, out, descs, kOut);
+  return check_one_to_outputs(op, in, "x", out, descs, kOut);
 }
 
-Status check_x_to_outputs(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs,
-                          std::span<const std::string_view> out_names) {
-  static constexpr std::string_view kIn[] = {"x"};
-  TESSERA_RETURN_IF_ERROR(check_tensors(op, in, std::span(descs, 1), kIn));
+Status check_one_to_outputs(std::string_view op, std::span<const Tensor> in, std::string_view in_name, std::span<const Tensor> out,
+                            const TensorDesc* descs, std::span<const std::string_view> out_names) {
+  TESSERA_RETURN_IF_ERROR(check_tensors(op, in, std::span(descs, 1), std::span(&in_name, 1)));
   TESSERA_RETURN_IF_ERROR(check_tensors(op, out, std::span(descs + 1, out_names.size()), out_names));
   for (std::size_t o = 0; o < out.size(); ++o) {
-    TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_names[o], in[0], "x", false));
+    TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_names[o], in[0], in_name, false));
     for (std::size_t p = 0; p < o; ++p) TESSERA_RETURN_IF_ERROR(check_overlap(out[o], out_names[o], out[p], out_names[p], false));
   }
   return {};

@@ -45,10 +45,10 @@ Status check_overlap(const Tensor& out, std::string_view out_name, const Tensor&
 // The run()-time checks of an op from x to y that may not work in place:
 // check_tensors of {x} and {y} against descs[0] and descs[1], and no overlap.
 Status check_x_to_y(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs);
-// The same for several outputs (descs[1..], named out_names), which may not
-// overlap x or each other.
-Status check_x_to_outputs(std::string_view op, std::span<const Tensor> in, std::span<const Tensor> out, const TensorDesc* descs,
-                          std::span<const std::string_view> out_names);
+// The same for one input named in_name and several outputs (descs[1..],
+// named out_names), which may not overlap the input or each other.
+Status check_one_to_outputs(std::string_view op, std::span<const Tensor> in, std::string_view in_name, std::span<const Tensor> out,
+                            const TensorDesc* descs, std::span<const std::string_view> out_names);
 
 // Plans through the context's cache (key: op, attributes, descs, ISA
 // ceiling), and runs (the workspace from the memory pool, as Plan::run

@@ -28,7 +28,7 @@ class MoePermutePlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kOut[] = {"rows", "offsets", "positions"};
-    TESSERA_RETURN_IF_ERROR(check_x_to_outputs(op(), in, out, descs_.data(), kOut));
+    TESSERA_RETURN_IF_ERROR(check_one_to_outputs(op(), in, "experts", out, descs_.data(), kOut));
     return stream.submit(op(), [&]() -> Status {
       const TensorDesc &ids = descs_[0], &rows = descs_[1], &offsets = descs_[2], &positions = descs_[3];
       const std::int64_t tokens = ids.shape[0], k = ids.shape[1];

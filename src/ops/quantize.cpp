@@ -244,7 +244,7 @@ class QuantizeRowsPlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void*) const override {
     static constexpr std::string_view kOut[] = {"y", "scales"};
-    TESSERA_RETURN_IF_ERROR(check_x_to_outputs(op(), in, out, descs_, kOut));
+    TESSERA_RETURN_IF_ERROR(check_one_to_outputs(op(), in, "x", out, descs_, kOut));
     return stream.submit(op(), [&] {
       const TensorDesc &x = descs_[0], &y = descs_[1];
       const std::int64_t k = x.shape[x.rank() - 1], x_cs = x.strides[x.rank() - 1], y_cs = y.strides[y.rank() - 1];

@@ -25,7 +25,7 @@ class TopKPlan final : public Plan {
 
   Status do_run(Stream& stream, std::span<const Tensor> in, std::span<const Tensor> out, void* /*workspace*/) const override {
     static constexpr std::string_view kOut[] = {"values", "indices"};
-    TESSERA_RETURN_IF_ERROR(check_x_to_outputs(op(), in, out, descs_, kOut));
+    TESSERA_RETURN_IF_ERROR(check_one_to_outputs(op(), in, "x", out, descs_, kOut));
     return stream.submit(op(), [&] {
       const DType xt = descs_[0].dtype, it = descs_[2].dtype;
       const auto& st = rows_.inner_strides;
@@ -70,7 +70,7 @@ Result<PlanPtr> TopK::plan(Context& ctx, const TensorDesc& x, const TensorDesc& 
   if (values.dtype != x.dtype)
     return Status::invalid_argument(fmt::format("values: dtype {} differs from x's {}", to_string(values.dtype), to_string(x.dtype)));
   TESSERA_RETURN_IF_ERROR(check_index_dtype(indices, "indices"));
-  if (indices.dtype == DType::i32 && length > std::numeric_limits<std::int32_t>::max())
+  if (indices.dtype == DType::i32 && length - 1 > std::numeric_limits<std::int32_t>::max())
     return Status::invalid_argument(fmt::format("indices: i32 cannot hold the indices of x's dim {} of {} elements (take i64)", axis, length));
   Shape expected = x.shape;
   expected[axis] = attrs.k;

@@ -280,7 +280,7 @@ struct Case {
 };
 
 // Sink logits for n heads, from well below a row's logits (the logits of
-// these tests' q and k lie within about ±8) to well above them: -6, -1, 2, 7, ...
+// these tests' q and k lie within about ±8) to well above them: -6, -1, 4, 6, -5, 0, 2, 7, ...
 std::vector<float> sink_logits(std::int64_t n) {
   std::vector<float> s;
   for (std::int64_t h = 0; h < n; ++h) s.push_back(float(h % 4) * 4.0f - 6.0f + float(h % 3));
@@ -448,6 +448,31 @@ TEST_P(AttentionTest, AdditiveMasks) {
   check({.b = 2, .sq = 1, .skv = 1500, .hq = 8, .hkv = 2, .d = 128, .mask = MaskKind::padding, .seed = 340});
 }
 
+TEST_P(AttentionTest, FullyMaskedRowBesideInfiniteValues) {
+  // A row whose mask hides every key gives zeros (lse -inf), even where the
+  // rows beside it see a value that is infinite (their own outputs are then
+  // not finite, as in the reference): its weights are 0, and 0 · inf is NaN.
+  for (DType dt : {DType::f32, DType::bf16})
+    for (std::int64_t sq : {1, 6}) {
+      SCOPED_TRACE(fmt::format("{} Sq={}", to_string(dt), sq));
+      const Tensor q = random_tensor(dt, {1, sq, 2, 64}, 360), k = random_tensor(dt, {1, 40, 1, 64}, 361);
+      Tensor v = random_tensor(dt, {1, 40, 1, 64}, 362);
+      detail::store(v.data(), dt, 5 * 64 + 3, kInf);
+      Tensor mask = zeros(DType::f32, {1, 1, sq, 40});
+      for (std::int64_t j = 0; j < 40; ++j) mask.data_as<float>()[j] = -kInf;  // query 0 sees nothing
+      const Tensor o = nan_tensor(dt, {1, sq, 2, 64}), lse = nan_tensor(DType::f32, {1, 2, sq});
+      AttentionOptions options;
+      options.mask = mask.desc();
+      options.lse = lse.desc();
+      const ops::PlanPtr plan = value_or_die(ops::Attention::plan(ctx_, q.desc(), k.desc(), v.desc(), o.desc(), {}, options));
+      ASSERT_TRUE(run_plan(ctx_, stream_, *plan, {q, k, v, mask}, {o, lse}).ok());
+      for (std::int64_t h = 0; h < 2; ++h) {
+        for (std::int64_t e = 0; e < 64; ++e) EXPECT_EQ(detail::load(o.data(), dt, h * 64 + e), 0.0f) << plan->kernel() << " head " << h;
+        EXPECT_EQ(lse.data_as<float>()[h * sq], -kInf);
+      }
+    }
+}
+
 TEST_P(AttentionTest, SlidingWindow) {
   // Windows of 1 key, shorter than a key block, a few blocks, the whole
   // sequence and longer: prefill (Sq == Skv, Sq < Skv), decode with its keys
@@ -580,7 +605,8 @@ TEST_P(AttentionTest, Sinks) {
     check({.b = 2, .sq = 19, .skv = 45, .hq = 4, .hkv = 2, .d = 64, .in = dt, .out = dt, .mask = MaskKind::full, .seed = seed++,
            .sinks = true});
     for (std::int64_t sq : {1, 4}) {
-      check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .seed = seed++, .sinks = true});
+      check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .lse = sq == 4, .seed = seed++,
+             .sinks = true});
       check({.b = 1, .sq = sq, .skv = 2048, .hq = 8, .hkv = 2, .d = 128, .in = dt, .out = dt, .causal = true, .window = 100, .lse = false,
              .seed = seed++, .sinks = true});
     }
@@ -1688,8 +1714,10 @@ TEST(AttentionErrors, PlanNamesTheArgument) {
   // Sinks: one finite logit per query head.
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = sink_logits(2)}), "attrs.sinks"));
   EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.sinks = {1, 1, 1, 1, 1, 1, 1, kInf}}), "attrs.sinks"));
-  // softcap: finite, >= 0.
-  for (float cap : {-1.0f, kInf, kNaN}) EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.softcap = cap}), "attrs.softcap")) << cap;
+  // softcap: 0, or within [1e-30, 1e30].
+  for (float cap : {-1.0f, kInf, kNaN, 1e31f, 1e-31f})
+    EXPECT_TRUE(fails_naming(Attention::plan(ctx, q, k, k, o, {.softcap = cap}), "attrs.softcap")) << cap;
+  EXPECT_TRUE(Attention::plan(ctx, q, k, k, o, {.softcap = 1e30f}).ok());
   // A mask that does not broadcast to [B, Hq, Sq, Skv], or of a wrong type.
   auto with_mask = [&](TensorDesc m) {
     AttentionOptions options;

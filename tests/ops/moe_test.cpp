@@ -89,14 +89,29 @@ TEST_P(MoeTest, CombineAgainstReference) {
         std::vector<std::int64_t> pos;
         for (std::int64_t i = 0; i < tokens * k; ++i) pos.push_back((i * 7 + 3) % rows);
         const Tensor positions = index_tensor(k == 8 ? DType::i32 : DType::i64, {tokens, k}, pos);
-        for (const Tensor& y_in : {y, padded_copy(y)}) {
-          Tensor out = zeros(dt, {tokens, h});
+        // y as given, with gaps between rows, and transposed (a column
+        // stride: the reference row); out as given and transposed.
+        const Tensor y_t = value_or_die(clone(value_or_die(y.transpose(0, 1))).transpose(0, 1));
+        for (const Tensor& y_in : {y, padded_copy(y), y_t}) {
+          const bool column_stride = y_in.strides()[1] != 1;
+          Tensor out = column_stride ? value_or_die(zeros(dt, {h, tokens}).transpose(0, 1)) : zeros(dt, {tokens, h});
           const ops::PlanPtr plan = value_or_die(ops::MoeCombine::plan(ctx_, y_in.desc(), w.desc(), positions.desc(), out.desc()));
           SCOPED_TRACE(fmt::format("kernel {}", plan->kernel()));
           ASSERT_TRUE(plan->run(stream_, {y_in, w, positions}, {out}).ok());
           EXPECT_TRUE(close(out, combine_reference(y_in, w, positions), tolerance_for(dt, k)));
         }
       }
+}
+
+TEST_P(MoeTest, CombineOfNoSlotsOrNoTokens) {
+  // k = 0 writes zeros; no tokens writes nothing.
+  const Tensor y = random_tensor(DType::f32, {4, 24}, 90);
+  Tensor out = random_tensor(DType::f32, {3, 24}, 91);
+  ASSERT_TRUE(ops::moe_combine(stream_, y, zeros(DType::f32, {3, 0}), zeros(DType::i64, {3, 0}), out).ok());
+  ASSERT_TRUE(stream_.synchronize().ok());
+  EXPECT_TRUE(identical(out, zeros(DType::f32, {3, 24})));
+  Tensor none = zeros(DType::f32, {0, 24});
+  EXPECT_TRUE(ops::moe_combine(stream_, y, zeros(DType::f32, {0, 2}), zeros(DType::i64, {0, 2}), none).ok());
 }
 
 // A whole MoE layer (Mixtral's form: softmax over the top-k router logits,

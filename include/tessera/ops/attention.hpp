@@ -60,11 +60,14 @@ struct AttentionAttrs {
   // denominator with no value of its own, o_i = Σ_j e^(s_ij) v_j / (e^sink +
   // Σ_j e^(s_ij)) over the scaled, masked logits s; the sink is not scaled.
   // lse is the log of that whole denominator, so a row that sees no key gives
-  // zeros and lse = sink. With masks, windows, ALiBi and paged caches.
+  // zeros and lse = sink. With masks, windows, ALiBi and paged caches. (So
+  // the lse of calls over parts of the keys, merged, would count the sink
+  // once per part: give the sinks to one part only.)
   std::vector<float> sinks;
   // Logit soft-capping (Gemma 2, Grok; flash-attn's and vLLM's softcap): each
   // scaled logit s becomes softcap * tanh(s / softcap), before the mask and
-  // ALiBi are added. 0: none. The AVX-512, AVX512-BF16 and AMX kernel rows
+  // ALiBi are added. 0: none; else within [1e-30, 1e30] (the kernels keep the
+  // cap and its reciprocal finite). The AVX-512, AVX512-BF16 and AMX kernel rows
   // have no capping step yet: capped attention takes the AVX2 rows there.
   float softcap = 0.0f;
 };

@@ -59,7 +59,7 @@ void attention(const AttentionArgs& a, std::int64_t t0, std::int64_t t1, const A
     // l is NaN when a logit was: keep it, so the row reads NaN.
     const RowEnd row = row_end(m, l, out.sinks ? out.sinks + head : nullptr);
     const std::int64_t o_off = pos * out.o_pos_stride + head * out.o_head_stride;
-    for (std::int64_t d = 0; d < dim; ++d) store(out.o, out.o_dtype, o_off + d, sums[d] * row.inv);
+    for (std::int64_t d = 0; d < dim; ++d) store(out.o, out.o_dtype, o_off + d, row.inv == 0.0f ? 0.0f : sums[d] * row.inv);
     if (out.lse) out.lse[pos * out.lse_pos_stride + head * out.lse_head_stride] = row.lse;
   }
 }

@@ -131,7 +131,7 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
       const __m256 inv = _mm256_set1_ps(end.inv);
       char* orow = out_row(a, out, u);
       for (std::int64_t d = 0; d < head_dim; d += 8)
-        store8_n(advance(orow, ot, d), ot, _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
+        store8_n(advance(orow, ot, d), ot, end.inv == 0.0f ? inv : _mm256_mul_ps(inv, _mm256_loadu_ps(o + r * dim + d)), head_dim - d);
       if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = end.lse;
     }
   });

@@ -175,7 +175,8 @@ static inline void finish_rows(const AttentionArgs& a, const AttentionOutput& ou
     const __m512 inv = _mm512_set1_ps(end.inv);
     char* orow = out_row(a, out, u);
     for_each16(dim, [&](std::int64_t d, __mmask16 mask) {
-      store16(advance(orow, out.o_dtype, d), out.o_dtype, _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
+      store16(advance(orow, out.o_dtype, d), out.o_dtype,
+              end.inv == 0.0f ? inv : _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mask, o + r * o_stride + d)), mask);
     });
     if (out.lse) out.lse[u.pos * out.lse_pos_stride + u.head * out.lse_head_stride] = end.lse;
   }
