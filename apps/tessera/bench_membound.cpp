@@ -323,15 +323,14 @@ Result<Case> make_reduce(const Env& env, ops::ReduceOp op, std::vector<int> axes
   return c;
 }
 
-// Top-k along rows of `cols`: sampling's top 50 of Llama 3's 128256-token
-// vocabulary (rows of it holding env.elements, at least one), or MoE
-// routing's top 8 of 64 experts per token. No peer: oneDNN has no top-k.
-Result<Case> make_top_k(const Env& env, std::int64_t cols, std::int64_t k) {
-  const Shape shape = cols == 64 ? rows_shape(env, cols) : Shape{std::max<std::int64_t>(1, env.elements / cols), cols};
+// Top-k along the rows of x [rows, cols]: sampling's top 50 of Llama 3's
+// 128256-token vocabulary, MoE routing's top 8 of 64 experts per token. No
+// peer: oneDNN has no top-k.
+Result<Case> make_top_k(const Env& env, std::string name, const Shape& shape, std::int64_t k) {
   TESSERA_ASSIGN_OR_RETURN(Tensor x, filled(env.dtype, shape, 1));
   TESSERA_ASSIGN_OR_RETURN(Tensor values, Tensor::empty(env.dtype, {x.dim(0), k}));
   TESSERA_ASSIGN_OR_RETURN(Tensor indices, Tensor::empty(DType::i64, {x.dim(0), k}));
-  Case c{.name = cols == 64 ? "top_k_experts" : "top_k_vocab", .bytes = bytes_of({x, values, indices})};
+  Case c{.name = std::move(name), .bytes = bytes_of({x, values, indices})};
   Stream& s = env.stream;
   const ops::TopKAttrs attrs{.k = k};
   c.impls.push_back({"tessera", [&s, x, values, indices, attrs] { return ops::top_k(s, x, values, indices, attrs); },
@@ -512,8 +511,9 @@ std::vector<CaseMaker> case_makers() {
       {"reduce_sum_all", [](const Env& e) { return make_reduce(e, ops::ReduceOp::sum, {0, 1}); }},
       {"reduce_l2_last", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {-1}); }},
       {"reduce_l2_first", [](const Env& e) { return make_reduce(e, ops::ReduceOp::l2, {0}); }},
-      {"top_k_vocab", [](const Env& e) { return make_top_k(e, 128256, 50); }},
-      {"top_k_experts", [](const Env& e) { return make_top_k(e, 64, 8); }},
+      {"top_k_vocab",  // rows of the vocabulary holding env.elements, at least one
+       [](const Env& e) { return make_top_k(e, "top_k_vocab", {std::max<std::int64_t>(1, e.elements / 128256), 128256}, 50); }},
+      {"top_k_experts", [](const Env& e) { return make_top_k(e, "top_k_experts", rows_shape(e, 64), 8); }},
       {"moe_combine", make_moe_combine},
       {"transpose_2d", make_transpose},
       {"nchw_to_nhwc", make_nchw_to_nhwc},

@@ -18,6 +18,12 @@ Status check_index_dtype(const TensorDesc& d, std::string_view name) {
   return {};
 }
 
+Result<int> normalize_axis(int axis, int rank) {
+  if (axis < -rank || axis >= rank)
+    return Status::invalid_argument(fmt::format("axis: {} is out of range for rank {}, expected [{}, {})", axis, rank, -rank, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
 Status check_rank(const TensorDesc& d, std::string_view name, int min_rank, int max_rank) {
   if (d.rank() < min_rank || d.rank() > max_rank) {
     if (min_rank == max_rank)

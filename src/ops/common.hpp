@@ -25,6 +25,8 @@ Status check_float(const TensorDesc& d, std::string_view name);
 // Indices (gather, embedding ids, positions): i32 or i64.
 Status check_index_dtype(const TensorDesc& d, std::string_view name);
 Status check_rank(const TensorDesc& d, std::string_view name, int min_rank, int max_rank = kMaxRank);
+// An axis of a tensor of `rank` dims, negative counting from the end, as 0 .. rank - 1 (an error naming axis).
+Result<int> normalize_axis(int axis, int rank);
 Status check_same_shape(const TensorDesc& d, std::string_view name, const Shape& expected, std::string_view expected_what);
 // A tensor written by an op must not have stride 0 in a dim of size > 1.
 Status check_writable(const TensorDesc& d, std::string_view name);

@@ -28,12 +28,6 @@ Status check_dtypes(const TensorDesc& x, std::string_view x_name, const TensorDe
                                               to_string(y.dtype), x_name, to_string(x.dtype)));
 }
 
-Result<int> normalize_axis(int axis, int rank) {
-  if (axis < -rank || axis >= rank)
-    return Status::invalid_argument(fmt::format("axis: {} is out of range for rank {}, expected [{}, {})", axis, rank, -rank, rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 Status i4_not_whole_bytes(std::string_view name, const TensorDesc& d) {
   return Status::unsupported(fmt::format("{}: i4 data ({}) is copied only when contiguous, with an even element count "
                                          "starting on a byte boundary",

@@ -131,10 +131,7 @@ Result<PlanPtr> plan_norm_rows(Context& ctx, NormKind kind, const TensorDesc& x,
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
   const int rank = x.rank();
-  if (attrs.axis < -rank || attrs.axis >= rank)
-    return Status::invalid_argument(fmt::format("axis: {} is out of range for x of shape {}, expected {} to {}", attrs.axis,
-                                                x.shape.to_string(), -rank, rank - 1));
-  const int axis = attrs.axis < 0 ? attrs.axis + rank : attrs.axis;
+  TESSERA_ASSIGN_OR_RETURN(const int axis, normalize_axis(attrs.axis, rank));
   Shape normalized;  // x's dims from axis on
   std::int64_t cols = 1;
   for (int i = axis; i < rank; ++i) normalized.push_back(x.shape[i]), cols *= x.shape[i];

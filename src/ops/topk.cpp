@@ -60,10 +60,7 @@ Result<PlanPtr> TopK::plan(Context& ctx, const TensorDesc& x, const TensorDesc& 
   TESSERA_RETURN_IF_ERROR(check_float(x, "x"));
   TESSERA_RETURN_IF_ERROR(check_rank(x, "x", 1));
   const int rank = x.rank();
-  if (attrs.axis < -rank || attrs.axis >= rank)
-    return Status::invalid_argument(
-        fmt::format("axis: {} is out of range for x of shape {}, expected {} to {}", attrs.axis, x.shape.to_string(), -rank, rank - 1));
-  const int axis = attrs.axis < 0 ? attrs.axis + rank : attrs.axis;
+  TESSERA_ASSIGN_OR_RETURN(const int axis, normalize_axis(attrs.axis, rank));
   const std::int64_t length = x.shape[axis];
   if (attrs.k < 0 || attrs.k > length)
     return Status::invalid_argument(fmt::format("k: {} is not in [0, {}] (x's dim {} of shape {})", attrs.k, length, axis, x.shape.to_string()));
